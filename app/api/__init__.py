@@ -1,0 +1,7 @@
+"""The JSON REST API under /api/v1."""
+
+from flask import Blueprint
+
+bp = Blueprint("api", __name__, url_prefix="/api/v1")
+
+from app.api import api_keys, auth, jobs, members, openapi  # noqa: E402,F401

@@ -1,0 +1,101 @@
+"""Request parsing, the success envelope, and per-route API documentation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from flask import jsonify, request
+from pydantic import BaseModel, ConfigDict
+from pydantic import ValidationError as PydanticError
+
+from app.errors import BadRequest, UnsupportedMediaType, ValidationFailed
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class Strict(BaseModel):
+    """Base of every request schema: unknown fields are refused."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+
+class Out(BaseModel):
+    """Base of every response schema: built from an explicit projection of a row."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+
+@dataclass(frozen=True)
+class Doc:
+    summary: str
+    request: type[BaseModel] | None = None
+    query: type[BaseModel] | None = None
+    response: type[BaseModel] | None = None
+    many: bool = False
+    status: int = 200
+    errors: tuple[int, ...] = ()
+
+
+def doc(summary: str, **kwargs: Any) -> Callable:
+    """Attach the OpenAPI description that `api.openapi` turns into the document."""
+
+    def decorate(view: Callable) -> Callable:
+        view.api_doc = Doc(summary, **kwargs)
+        return view
+
+    return decorate
+
+
+def field_path(loc: tuple[Any, ...]) -> str:
+    """('network', 'allow_out', 2) -> 'network.allow_out[2]'."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path or "body"
+
+
+def validation_errors(exc: PydanticError) -> list[dict[str, str]]:
+    errors = []
+    for err in exc.errors(include_url=False, include_input=False):
+        message = err["msg"]
+        if err["type"] == "extra_forbidden":
+            message = "Unknown field."
+        errors.append({"field": field_path(tuple(err["loc"])), "message": message})
+    return errors
+
+
+def parse_body(schema: type[T]) -> T:
+    """The JSON body validated against `schema`, or the matching envelope error."""
+    if not request.is_json:
+        raise UnsupportedMediaType("Send a JSON body with Content-Type: application/json.")
+    payload = request.get_json(silent=True)
+    if payload is None:
+        raise BadRequest("The body is not valid JSON.")
+    if not isinstance(payload, dict):
+        raise ValidationFailed.one("body", "The body must be a JSON object.")
+    return validate(schema, payload)
+
+
+def parse_query(schema: type[T]) -> T:
+    return validate(schema, request.args.to_dict())
+
+
+def validate(schema: type[T], payload: dict[str, Any]) -> T:
+    try:
+        return schema.model_validate(payload)
+    except PydanticError as exc:
+        raise ValidationFailed(validation_errors(exc)) from None
+
+
+def ok(data: Any = None, status: int = 200, **siblings: Any):
+    body = {"success": True, "data": data, **siblings}
+    return jsonify(body), status
+
+
+def project(schema: type[BaseModel], row: Any) -> dict[str, Any]:
+    return schema.model_validate(row).model_dump(mode="json")

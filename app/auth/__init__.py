@@ -1,0 +1,1 @@
+"""Authentication (session, bearer, API key) and the per-route guard."""

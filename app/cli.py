@@ -1,0 +1,130 @@
+"""Bootstrap and operations commands: `flask tenants|users|api-keys|demo|secrets|worker|jobs`."""
+
+from __future__ import annotations
+
+import click
+from flask import Flask, current_app
+from flask.cli import AppGroup
+
+from app.errors import AppError
+from app.extensions import db
+from app.models import Role
+from app.services import api_keys, audit, secrets, users
+from app.services.demo import seed_demo
+
+tenants_cli = AppGroup("tenants", help="Manage workspaces.")
+users_cli = AppGroup("users", help="Manage users.")
+keys_cli = AppGroup("api-keys", help="Manage API keys.")
+demo_cli = AppGroup("demo", help="Demo data.")
+secrets_cli = AppGroup("secrets", help="Encryption keys for stored secrets.")
+jobs_cli = AppGroup("jobs", help="Background jobs.")
+
+
+def register(app: Flask) -> None:
+    for group in (tenants_cli, users_cli, keys_cli, demo_cli, secrets_cli, jobs_cli):
+        app.cli.add_command(group)
+    app.cli.add_command(worker)
+
+
+def _fail(err: AppError) -> None:
+    db.session.rollback()
+    raise click.ClickException(err.message + _details(err))
+
+
+def _details(err: AppError) -> str:
+    errors = (err.data or {}).get("errors") if isinstance(err.data, dict) else None
+    return "".join(f"\n  {e['field']}: {e['message']}" for e in errors or [])
+
+
+@tenants_cli.command("create")
+@click.argument("name")
+def create_tenant(name: str) -> None:
+    try:
+        tenant = users.create_tenant(name)
+        db.session.commit()
+    except AppError as err:
+        _fail(err)
+    click.echo(f"created workspace {tenant.name} (id {tenant.id})")
+
+
+@users_cli.command("create")
+@click.argument("email")
+@click.option("--password", required=True, help="Initial password (at least 8 characters).")
+@click.option("--tenant", "tenant_name", help="Workspace to add the user to.")
+@click.option("--role", type=click.Choice([r.value for r in Role]), default="viewer")
+def create_user(email: str, password: str, tenant_name: str | None, role: str) -> None:
+    try:
+        tenant = _tenant(tenant_name) if tenant_name else None
+        user = users.find_user(email) or users.create_user(email, password)
+        if tenant is not None:
+            users.grant(tenant, user, Role(role))
+            audit.record(tenant, audit.SystemActor("cli"), "member.added", "user", user.id,
+                         {"email": user.email, "role": role})
+        db.session.commit()
+    except AppError as err:
+        _fail(err)
+    where = f" in {tenant.name} as {role}" if tenant is not None else ""
+    click.echo(f"user {user.email} (id {user.id}){where}")
+
+
+@keys_cli.command("create")
+@click.option("--tenant", "tenant_name", required=True)
+@click.option("--name", required=True)
+@click.option("--full-access", is_flag=True, default=False)
+@click.option("--capability", "capabilities", multiple=True)
+def create_key(tenant_name: str, name: str, full_access: bool, capabilities: tuple[str]) -> None:
+    """Create a key and print it once; only its digest is stored."""
+    try:
+        tenant = _tenant(tenant_name)
+        key, plaintext = api_keys.create_key(
+            tenant, audit.SystemActor("cli"), name=name, full_access=full_access,
+            capabilities=list(capabilities), expires_at=None,
+            pepper=current_app.config.get("API_KEY_PEPPER") or current_app.config["SECRET_KEY"],
+        )
+    except AppError as err:
+        _fail(err)
+    click.echo(f"created API key {key.name} (prefix {key.prefix}); it is shown only now:",
+               err=True)
+    click.echo(plaintext)
+
+
+@demo_cli.command("seed")
+def demo_seed() -> None:
+    """Create (or refresh) the demo workspace and print its sign-in credentials."""
+    result = seed_demo()
+    click.echo("Demo workspace ready:")
+    click.echo(f"  workspace: {result.tenant_name}")
+    for account in result.accounts:
+        click.echo(f"  {account.role:<7} {account.email}  password: {account.password}")
+
+
+@secrets_cli.command("rotate")
+def rotate() -> None:
+    """Re-encrypt every stored secret under the newest SECRETS_KEYS entry."""
+    report = secrets.rotate_all()
+    for line in report.lines():
+        click.echo(line)
+
+
+@jobs_cli.command("reap")
+def reap_jobs() -> None:
+    from app.jobs.queue import reaper_grace
+    from app.services import jobs
+
+    click.echo(f"reaped {jobs.reap(reaper_grace(current_app))} silent jobs")
+
+
+@click.command("worker")
+@click.option("--burst", is_flag=True, help="Exit when the queue is empty (for tests).")
+def worker(burst: bool) -> None:
+    """Run an RQ worker for REDIS_URL inside this app's context."""
+    from app.jobs.worker import run_worker
+
+    run_worker(current_app._get_current_object(), burst=burst)
+
+
+def _tenant(name: str):
+    tenant = users.find_tenant(name)
+    if tenant is None:
+        raise click.ClickException(f"no workspace named {name!r}")
+    return tenant

@@ -1,0 +1,97 @@
+"""Typed application errors and the single envelope they render to."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class AppError(Exception):
+    """An error a client can act on: a stable code, an HTTP status and a message."""
+
+    code = "internal"
+    status = 500
+    message = "Something went wrong on our side."
+
+    def __init__(self, message: str | None = None, *, data: Any = None, code: str | None = None):
+        super().__init__(message or self.message)
+        self.message = message or self.message
+        self.data = data
+        if code:
+            self.code = code
+
+    def envelope(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return {"success": False, "error": error}
+
+
+class BadRequest(AppError):
+    code, status, message = "bad_request", 400, "The request could not be understood."
+
+
+class ValidationFailed(AppError):
+    code, status, message = "validation_failed", 400, "Some fields are not valid."
+
+    def __init__(self, errors: list[dict[str, str]], message: str | None = None):
+        super().__init__(message, data={"errors": errors})
+        self.errors = errors
+
+    @classmethod
+    def one(cls, field: str, message: str) -> ValidationFailed:
+        return cls([{"field": field, "message": message}], message)
+
+
+class Unauthorized(AppError):
+    code, status, message = "unauthorized", 401, "Sign in to continue."
+
+
+class Forbidden(AppError):
+    code, status, message = "forbidden", 403, "You are not allowed to do this."
+
+
+class NotFound(AppError):
+    code, status, message = "not_found", 404, "Not found."
+
+
+class MethodNotAllowed(AppError):
+    code, status, message = "method_not_allowed", 405, "This method is not allowed here."
+
+
+class Conflict(AppError):
+    code, status, message = "conflict", 409, "This conflicts with the current state."
+
+
+class PayloadTooLarge(AppError):
+    code, status, message = "payload_too_large", 413, "The request body is too large."
+
+
+class UnsupportedMediaType(AppError):
+    code, status, message = "unsupported_media_type", 415, "Send the body as application/json."
+
+
+class Locked(AppError):
+    code, status, message = "locked", 423, "This resource is locked by another operation."
+
+
+class Internal(AppError):
+    code, status, message = "internal", 500, "Something went wrong on our side."
+
+
+class Unavailable(AppError):
+    code, status, message = "unavailable", 503, "A service this needs is not reachable."
+
+
+HTTP_TO_ERROR: dict[int, type[AppError]] = {
+    400: BadRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    405: MethodNotAllowed,
+    409: Conflict,
+    413: PayloadTooLarge,
+    415: UnsupportedMediaType,
+    423: Locked,
+    500: Internal,
+    503: Unavailable,
+}

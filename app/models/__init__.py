@@ -1,0 +1,12 @@
+"""Every model, imported so that metadata and Alembic see them all."""
+
+from app.models.api_key import ApiKey
+from app.models.audit import AuditEvent
+from app.models.job import Job, JobStatus
+from app.models.tenant import ROLE_ORDER, Membership, Role, Tenant
+from app.models.user import User
+
+__all__ = [
+    "ROLE_ORDER", "ApiKey", "AuditEvent", "Job", "JobStatus", "Membership", "Role", "Tenant",
+    "User",
+]

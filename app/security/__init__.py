@@ -1,0 +1,1 @@
+"""Crypto, token, API-key and redaction primitives (no models, no requests)."""

@@ -1,0 +1,88 @@
+"""API keys: created once with a plaintext shown once, then only a digest remains."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+
+from app.errors import Conflict, ValidationFailed
+from app.extensions import db
+from app.models import ApiKey, Tenant
+from app.models.types import utcnow
+from app.security import apikeys
+from app.services import Actor, audit
+
+CAPABILITIES = ("manage_vector_stores",)
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def list_keys(tenant: Tenant) -> list[ApiKey]:
+    query = select(ApiKey).where(ApiKey.tenant_id == tenant.id).order_by(ApiKey.id.desc())
+    return list(db.session.scalars(query))
+
+
+def create_key(
+    tenant: Tenant, actor: Actor, *, name: str, full_access: bool, capabilities: list[str],
+    expires_at: datetime | None, pepper: str,
+) -> tuple[ApiKey, str]:
+    """Create a key; returns the row and the plaintext, which is never stored."""
+    _validate(name, full_access, capabilities, expires_at)
+    material = apikeys.new_key()
+    key = ApiKey(
+        tenant_id=tenant.id, name=name.strip(), prefix=material.prefix,
+        digest=apikeys.digest(material.plaintext, pepper), full_access=full_access,
+        capabilities=sorted(set(capabilities)), expires_at=expires_at,
+        created_by_id=actor.actor_id,
+    )
+    db.session.add(key)
+    db.session.flush()
+    audit.record(tenant, actor, "api_key.created", "api_key", key.id,
+                 {"name": key.name, "prefix": key.prefix, "full_access": full_access,
+                  "capabilities": key.capabilities})
+    db.session.commit()
+    return key, material.plaintext
+
+
+def revoke_key(tenant: Tenant, actor: Actor, key: ApiKey) -> ApiKey:
+    if key.revoked_at is not None:
+        raise Conflict("This key is already revoked.")
+    key.revoked_at = utcnow()
+    audit.record(tenant, actor, "api_key.revoked", "api_key", key.id,
+                 {"name": key.name, "prefix": key.prefix})
+    db.session.commit()
+    return key
+
+
+def authenticate_key(plaintext: str, pepper: str) -> ApiKey | None:
+    """The usable key matching `plaintext`, or None. Touches `last_used_at` coarsely."""
+    prefix = apikeys.parse_prefix(plaintext)
+    if prefix is None:
+        return None
+    key = db.session.scalar(select(ApiKey).where(ApiKey.prefix == prefix))
+    now = utcnow()
+    if key is None or not apikeys.matches(plaintext, key.digest, pepper) or not key.is_usable(now):
+        return None
+    if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
+        key.last_used_at = now
+        db.session.commit()
+    return key
+
+
+def _validate(name: str, full_access: bool, capabilities: list[str], expires_at) -> None:
+    errors = []
+    if not name.strip():
+        errors.append({"field": "name", "message": "Give the key a name."})
+    elif len(name.strip()) > 100:
+        errors.append({"field": "name", "message": "Use at most 100 characters."})
+    for index, capability in enumerate(capabilities):
+        if capability not in CAPABILITIES:
+            errors.append({"field": f"capabilities[{index}]",
+                           "message": f"Unknown capability; use one of {', '.join(CAPABILITIES)}."})
+    if not full_access and not capabilities:
+        errors.append({"field": "capabilities",
+                       "message": "Choose full access or at least one capability."})
+    if expires_at is not None and expires_at <= utcnow():
+        errors.append({"field": "expires_at", "message": "The expiry must be in the future."})
+    if errors:
+        raise ValidationFailed(errors)

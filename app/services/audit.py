@@ -1,0 +1,75 @@
+"""The audit trail. `record` joins the caller's transaction; it never commits."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import func, select
+
+from app.extensions import db
+from app.models import AuditEvent, Tenant
+from app.services import Actor
+
+
+class SystemActor:
+    """The actor for CLI and other out-of-request mutations."""
+
+    actor_id = None
+
+    def __init__(self, label: str = "system"):
+        self.actor_label = label
+
+
+def record(
+    tenant: Tenant, actor: Actor, action: str, object_type: str, object_id: Any = None,
+    data: dict[str, Any] | None = None,
+) -> AuditEvent:
+    event = AuditEvent(
+        tenant_id=tenant.id, actor_id=actor.actor_id, actor_label=actor.actor_label,
+        action=action, object_type=object_type,
+        object_id=None if object_id is None else str(object_id), data=data or {},
+    )
+    db.session.add(event)
+    return event
+
+
+def list_recent(tenant: Tenant, limit: int = 20) -> list[AuditEvent]:
+    query = (
+        select(AuditEvent).where(AuditEvent.tenant_id == tenant.id)
+        .order_by(AuditEvent.created_at.desc(), AuditEvent.id.desc()).limit(limit)
+    )
+    return list(db.session.scalars(query))
+
+
+def count(tenant_id: int) -> int:
+    query = select(func.count()).select_from(AuditEvent).where(AuditEvent.tenant_id == tenant_id)
+    return db.session.scalar(query) or 0
+
+
+def iter_events(tenant_id: int, batch: int = 500) -> Iterable[AuditEvent]:
+    query = (
+        select(AuditEvent).where(AuditEvent.tenant_id == tenant_id)
+        .order_by(AuditEvent.id).execution_options(yield_per=batch)
+    )
+    yield from db.session.scalars(query)
+
+
+CSV_COLUMNS = ["id", "created_at", "actor", "action", "object_type", "object_id"]
+
+
+def to_csv(events: Iterable[AuditEvent]) -> tuple[str, int]:
+    """The events as CSV text, and how many rows were written."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(CSV_COLUMNS)
+    rows = 0
+    for event in events:
+        writer.writerow([
+            event.id, event.created_at.isoformat(), event.actor_label, event.action,
+            event.object_type, event.object_id or "",
+        ])
+        rows += 1
+    return out.getvalue(), rows

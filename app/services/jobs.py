@@ -1,0 +1,114 @@
+"""Job rows: create, enqueue, report progress, finish, reap.
+
+The row is the truth. `enqueue` commits the row first and only then hands its id to
+the dispatcher (RQ or the in-process worker) that create_app installed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from flask import current_app
+from sqlalchemy import or_, select, update
+
+from app.errors import Unavailable
+from app.extensions import db
+from app.models import Job, JobStatus
+from app.models.types import utcnow
+
+LOG_LIMIT = 64 * 1024
+
+
+def enqueue(
+    kind: str, *, tenant_id: int, actor_id: int | None, target_type: str | None = None,
+    target_id: Any = None, params: dict[str, Any] | None = None, timeout_sec: int | None = None,
+) -> Job:
+    timeout = timeout_sec or current_app.config["JOB_DEFAULT_TIMEOUT"]
+    job = Job(
+        id=str(uuid.uuid4()), tenant_id=tenant_id, actor_id=actor_id, kind=kind,
+        target_type=target_type, target_id=None if target_id is None else str(target_id),
+        params=params or {}, status=JobStatus.pending, timeout_sec=timeout,
+    )
+    db.session.add(job)
+    db.session.commit()
+    try:
+        current_app.extensions["sandlot_dispatcher"].submit(job.id, timeout)
+    except Exception as exc:  # the queue is down: the row must not stay pending forever
+        finish(job.id, JobStatus.errored, error=f"could not enqueue: {type(exc).__name__}")
+        raise Unavailable("The job queue is not reachable; try again shortly.") from exc
+    return job
+
+
+def get(tenant_id: int, job_id: str) -> Job | None:
+    job = db.session.get(Job, job_id)
+    return job if job is not None and job.tenant_id == tenant_id else None
+
+
+def claim(job_id: str) -> bool:
+    """Move a pending row to running; False when another run got it or it already ended."""
+    now = utcnow()
+    result = db.session.execute(
+        update(Job).where(Job.id == job_id, Job.status == JobStatus.pending)
+        .values(status=JobStatus.running, started_at=now, heartbeat_at=now)
+    )
+    db.session.commit()
+    return result.rowcount == 1
+
+
+def heartbeat(job_id: str) -> None:
+    db.session.execute(
+        update(Job).where(Job.id == job_id, Job.status == JobStatus.running)
+        .values(heartbeat_at=utcnow())
+    )
+    db.session.commit()
+
+
+def progress(job_id: str, percent: int | None = None, stage: str | None = None,
+             log_line: str | None = None) -> None:
+    job = db.session.get(Job, job_id)
+    if job is None or job.is_terminal:
+        return
+    if percent is not None:
+        job.percent = max(0, min(100, percent))
+    if stage is not None:
+        job.stage = stage[:100]
+    if log_line is not None:
+        job.log = ((job.log or "") + log_line.rstrip("\n") + "\n")[-LOG_LIMIT:]
+    job.heartbeat_at = utcnow()
+    db.session.commit()
+
+
+def finish(job_id: str, status: JobStatus, *, result: dict[str, Any] | None = None,
+           error: str | None = None) -> bool:
+    """Record the outcome once; a row that already ended keeps its first outcome."""
+    values: dict[str, Any] = {"status": status, "finished_at": utcnow(), "error": error}
+    if status == JobStatus.succeeded:
+        values.update(percent=100, result=result)
+    outcome = db.session.execute(
+        update(Job).where(Job.id == job_id, Job.status.in_([JobStatus.pending, JobStatus.running]))
+        .values(**values)
+    )
+    db.session.commit()
+    return outcome.rowcount == 1
+
+
+def reap(heartbeat_grace: int, pending_max: int = 3600) -> int:
+    """Mark rows whose worker went silent, ran past their timeout, or never started."""
+    now = utcnow()
+    silent = Job.heartbeat_at < now - timedelta(seconds=heartbeat_grace)
+    stale = select(Job).where(or_(
+        (Job.status == JobStatus.running) & silent,
+        (Job.status == JobStatus.pending) & (Job.created_at < now - timedelta(seconds=pending_max)),
+    ))
+    overdue = select(Job).where(Job.status == JobStatus.running)
+    reaped = 0
+    for job in list(db.session.scalars(stale)):
+        reason = "the worker went silent" if job.status == JobStatus.running else "never started"
+        reaped += finish(job.id, JobStatus.errored, error=f"Job {reason}.")
+    for job in list(db.session.scalars(overdue)):
+        limit = job.started_at + timedelta(seconds=job.timeout_sec + heartbeat_grace)
+        if job.started_at is not None and limit < now:
+            reaped += finish(job.id, JobStatus.errored, error="Job ran past its timeout.")
+    return reaped

@@ -1,0 +1,95 @@
+"""Users, tenants and sign-in."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from app.errors import Conflict, Unauthorized, ValidationFailed
+from app.extensions import db
+from app.models import Membership, Role, Tenant, User
+
+MIN_PASSWORD = 8
+# A real hash so that a sign-in for an unknown email costs as much as a wrong password.
+_DUMMY = User(password_hash="scrypt:32768:8:1$K1dummyS4lt$" + "0" * 128)
+
+
+def normalise_email(email: str) -> str:
+    return email.strip().lower()
+
+
+def check_password_policy(password: str, field: str = "password") -> None:
+    if len(password) < MIN_PASSWORD:
+        raise ValidationFailed.one(field, f"Use at least {MIN_PASSWORD} characters.")
+
+
+def create_tenant(name: str) -> Tenant:
+    name = name.strip()
+    if not name:
+        raise ValidationFailed.one("name", "A workspace needs a name.")
+    if db.session.scalar(select(Tenant).where(Tenant.name == name)):
+        raise Conflict(f"A workspace named {name!r} already exists.")
+    tenant = Tenant(name=name)
+    db.session.add(tenant)
+    _flush_or_conflict(f"A workspace named {name!r} already exists.")
+    return tenant
+
+
+def create_user(email: str, password: str) -> User:
+    email = normalise_email(email)
+    if "@" not in email:
+        raise ValidationFailed.one("email", "Enter an email address.")
+    check_password_policy(password)
+    if find_user(email):
+        raise Conflict(f"A user with email {email} already exists.")
+    user = User(email=email, session_version=1)
+    user.set_password(password)
+    db.session.add(user)
+    _flush_or_conflict(f"A user with email {email} already exists.")
+    return user
+
+
+def find_user(email: str) -> User | None:
+    return db.session.scalar(select(User).where(User.email == normalise_email(email)))
+
+
+def find_tenant(name: str) -> Tenant | None:
+    return db.session.scalar(select(Tenant).where(Tenant.name == name))
+
+
+def authenticate(email: str, password: str, tenant_id: int | None = None) -> Membership:
+    """The membership a correct sign-in lands in; one vague error for every failure."""
+    user = find_user(email)
+    if user is None:
+        _DUMMY.check_password(password)
+        raise Unauthorized("Email or password is incorrect.")
+    if not user.check_password(password) or not user.is_active:
+        raise Unauthorized("Email or password is incorrect.")
+    memberships = sorted(user.memberships, key=lambda m: m.tenant_id)
+    if tenant_id is not None:
+        memberships = [m for m in memberships if m.tenant_id == tenant_id]
+    if not memberships:
+        raise Unauthorized("You are not a member of that workspace.")
+    return memberships[0]
+
+
+def change_password(user: User, current: str, new: str) -> None:
+    if not user.check_password(current):
+        raise ValidationFailed.one("current_password", "The current password is incorrect.")
+    check_password_policy(new, "new_password")
+    user.set_password(new)
+
+
+def grant(tenant: Tenant, user: User, role: Role) -> Membership:
+    membership = Membership(tenant=tenant, user=user, role=role)
+    db.session.add(membership)
+    _flush_or_conflict(f"{user.email} is already a member of {tenant.name}.")
+    return membership
+
+
+def _flush_or_conflict(message: str) -> None:
+    try:
+        db.session.flush()
+    except IntegrityError:
+        db.session.rollback()
+        raise Conflict(message) from None

@@ -1,0 +1,34 @@
+"""The only way into tenant-owned rows: scoped to the caller's tenant, foreign ids 404."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from flask import g
+from sqlalchemy import Select, select
+
+from app.auth.principal import Principal
+from app.errors import NotFound
+from app.extensions import db
+
+M = TypeVar("M")
+
+
+def principal() -> Principal:
+    return g.principal
+
+
+def current_tenant():
+    return g.principal.tenant
+
+
+def scoped(model: type[M]) -> Select:
+    """A select of `model` limited to the current tenant."""
+    return select(model).where(model.tenant_id == g.principal.tenant_id)
+
+
+def get_or_404(model: type[M], object_id, what: str | None = None) -> M:
+    row = db.session.get(model, object_id)
+    if row is None or row.tenant_id != g.principal.tenant_id:
+        raise NotFound(f"No such {what or model.__name__.lower()} in this workspace.")
+    return row

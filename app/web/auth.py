@@ -1,0 +1,62 @@
+"""Sign in, sign out, switch workspace."""
+
+from __future__ import annotations
+
+from flask import flash, redirect, render_template, request, session, url_for
+from flask_login import current_user, login_user, logout_user
+from flask_wtf import FlaskForm
+from wtforms import EmailField, PasswordField
+from wtforms.validators import DataRequired, Length
+
+from app.auth.guards import guard, public
+from app.auth.loaders import TENANT_SESSION_KEY
+from app.errors import AppError, NotFound
+from app.services import users
+from app.web import bp
+
+
+class LoginForm(FlaskForm):
+    email = EmailField("Email", validators=[DataRequired(), Length(max=254)])
+    password = PasswordField("Password", validators=[DataRequired(), Length(max=1024)])
+
+
+def _safe_next(target: str | None) -> str:
+    if target and target.startswith("/") and not target.startswith("//"):
+        return target
+    return url_for("web.dashboard")
+
+
+@bp.route("/login", methods=["GET", "POST"])
+@public
+def login():
+    form = LoginForm()
+    if form.validate_on_submit():
+        try:
+            membership = users.authenticate(form.email.data, form.password.data)
+        except AppError as err:
+            form.password.errors.append(err.message)
+        else:
+            session.clear()
+            login_user(membership.user)
+            session[TENANT_SESSION_KEY] = membership.tenant_id
+            return redirect(_safe_next(request.args.get("next")))
+    status = 401 if form.is_submitted() and form.errors else 200
+    return render_template("auth/login.html", form=form), status
+
+
+@bp.post("/logout")
+@guard()
+def logout():
+    logout_user()
+    session.clear()
+    flash("You are signed out.", "info")
+    return redirect(url_for("web.login"))
+
+
+@bp.post("/switch-tenant/<int:tenant_id>")
+@guard()
+def switch_tenant(tenant_id: int):
+    if not any(m.tenant_id == tenant_id for m in current_user.memberships):
+        raise NotFound("No such workspace.")
+    session[TENANT_SESSION_KEY] = tenant_id
+    return redirect(url_for("web.dashboard"))
