@@ -1,0 +1,69 @@
+"""Model factories for tests: real rows through the real services."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from app.extensions import db
+from app.models import ApiKey, Membership, Role, Tenant, User
+from app.services import api_keys, audit, users
+
+PASSWORD = "correct-horse-battery"
+PEPPER = "testing-secret-key-not-for-production"  # TestingConfig.SECRET_KEY
+
+
+def make_tenant(name: str) -> Tenant:
+    tenant = users.create_tenant(name)
+    db.session.commit()
+    return tenant
+
+
+def make_user(email: str, tenant: Tenant | None = None, role: Role | str = Role.viewer,
+              password: str = PASSWORD) -> User:
+    user = users.find_user(email) or users.create_user(email, password)
+    if tenant is not None:
+        users.grant(tenant, user, Role(role))
+    db.session.commit()
+    return user
+
+
+def make_key(tenant: Tenant, *, full_access: bool = True, capabilities: tuple[str, ...] = (),
+             name: str = "test key") -> tuple[ApiKey, str]:
+    return api_keys.create_key(
+        tenant, audit.SystemActor("tests"), name=name, full_access=full_access,
+        capabilities=list(capabilities), expires_at=None, pepper=PEPPER,
+    )
+
+
+@dataclass
+class TenantUsers:
+    tenant: Tenant
+    by_role: dict[Role, User] = field(default_factory=dict)
+
+    @property
+    def owner(self) -> User:
+        return self.by_role[Role.owner]
+
+    @property
+    def admin(self) -> User:
+        return self.by_role[Role.admin]
+
+    @property
+    def contributor(self) -> User:
+        return self.by_role[Role.contributor]
+
+    @property
+    def viewer(self) -> User:
+        return self.by_role[Role.viewer]
+
+    def membership(self, user: User) -> Membership:
+        return next(m for m in user.memberships if m.tenant_id == self.tenant.id)
+
+
+def populate(name: str) -> TenantUsers:
+    tenant = make_tenant(name)
+    group = TenantUsers(tenant)
+    slug = name.lower().replace(" ", "-")
+    for role in Role:
+        group.by_role[role] = make_user(f"{role.value}@{slug}.test", tenant, role)
+    return group
