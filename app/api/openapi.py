@@ -13,7 +13,10 @@ from app.api._core import Doc
 from app.api.schemas import ErrorEnvelope
 from app.auth.guards import REFUSED, Guard, public
 
-CONVERTERS = {"int": {"type": "integer", "minimum": 0}, "uuid": {"type": "string", "format": "uuid"}}
+CONVERTERS = {
+    "int": {"type": "integer", "minimum": 0},
+    "uuid": {"type": "string", "format": "uuid"},
+}
 RULE_PARAM = re.compile(r"<(?:(\w+):)?(\w+)>")
 REF = "#/components/schemas/{model}"
 

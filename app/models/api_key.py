@@ -9,8 +9,8 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.extensions import db
 from app.models.tenant import Tenant
-from app.models.user import User
 from app.models.types import UTCDateTime, utcnow
+from app.models.user import User
 
 
 class ApiKey(db.Model):

@@ -9,8 +9,8 @@ from sqlalchemy import JSON, ForeignKey, String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.extensions import db
-from app.models.user import User
 from app.models.types import UTCDateTime, utcnow
+from app.models.user import User
 
 
 class AuditEvent(db.Model):

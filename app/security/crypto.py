@@ -28,7 +28,7 @@ class Crypto:
         try:
             return self._fernet.decrypt(token.encode()).decode()
         except InvalidToken as exc:
-            raise SecretsUnavailable("a stored secret cannot be decrypted with SECRETS_KEYS") from exc
+            raise SecretsUnavailable("a stored secret does not decrypt with SECRETS_KEYS") from exc
 
     def rotate(self, token: str) -> str:
         """Re-encrypt `token` under the newest key."""

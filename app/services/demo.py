@@ -10,7 +10,10 @@ from app.models import Role
 from app.services import audit, users
 
 DEMO_TENANT = "Demo"
-DEMO_ACCOUNTS = (("admin@demo.sandlot.local", Role.owner), ("member@demo.sandlot.local", Role.contributor))
+DEMO_ACCOUNTS = (
+    ("admin@demo.sandlot.local", Role.owner),
+    ("member@demo.sandlot.local", Role.contributor),
+)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,45 @@
+# Sandlot build/test entry points. See scripts/services.sh and scripts/test.sh.
+SHELL := /bin/bash
+.DEFAULT_GOAL := test
+
+PYTHON ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+VENV_STAMP := $(VENV)/.sandlot-requirements.stamp
+
+.PHONY: venv services-install run worker lint test bench
+
+venv: $(VENV_STAMP)
+
+# Reinstall only when a requirements file changes.
+$(VENV_STAMP): requirements.txt requirements-dev.txt
+	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+	@touch $@
+
+services-install:
+	bash scripts/services.sh install
+
+run: export SANDLOT_ENV = development
+run: export FLASK_APP = wsgi
+run: venv
+	$(VENV)/bin/flask db upgrade
+	$(VENV)/bin/flask demo seed
+	$(VENV)/bin/gunicorn --workers 1 --threads 8 --bind 127.0.0.1:5000 wsgi:app
+
+worker: export SANDLOT_ENV = development
+worker: export FLASK_APP = wsgi
+worker: venv
+	$(VENV)/bin/flask worker
+
+lint: venv
+	$(VENV)/bin/ruff check app tests bench
+	$(VENV)/bin/lint-imports
+
+# Starts services, runs lint + pytest on SQLite + pytest on PostgreSQL, always stops
+# services; fails if any step failed.
+test: services-install venv
+	bash scripts/test.sh
+
+bench: services-install venv
+	bash scripts/bench.sh

@@ -1,0 +1,1 @@
+"""Sandbox providers behind one protocol (Docker, E2B, Cube). They never import models."""

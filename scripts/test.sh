@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Full test run, as used by `make test` and CI (.ci/run).
+# Expects: services installed (scripts/services.sh install) and .venv ready (make venv).
+#
+# Starts the private PostgreSQL/Redis, then runs: lint; pytest on SQLite; pytest on
+# PostgreSQL. Every step runs even if an earlier one failed; the exit status is
+# non-zero if any step failed (pytest exit code 5, "no tests collected", counts as a
+# failure). Services are always stopped at the end.
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+PY=.venv/bin/python
+
+# shellcheck disable=SC2317  # invoked via trap
+cleanup() { bash scripts/services.sh stop || true; }
+trap cleanup EXIT
+
+bash scripts/services.sh start || exit 1
+eval "$(bash scripts/services.sh env)"
+export TEST_POSTGRES_URL TEST_REDIS_URL
+export SANDLOT_CHROMIUM="${SANDLOT_CHROMIUM:-/usr/bin/chromium}"
+unset TEST_DATABASE_URL
+
+results=()
+failed=0
+
+step() {
+    local name="$1"
+    shift
+    echo
+    echo "==> $name"
+    "$@"
+    local rc=$?
+    if [ "$rc" -eq 0 ]; then
+        results+=("PASS  $name")
+    else
+        failed=1
+        local why="exit $rc"
+        [ "$rc" -eq 5 ] && why="exit 5: no tests collected"
+        results+=("FAIL  $name ($why)")
+    fi
+}
+
+# Same commands as `make lint`, run as two steps so both always report.
+step "ruff" .venv/bin/ruff check app tests bench
+step "lint-imports" .venv/bin/lint-imports
+step "pytest (sqlite)" env -u TEST_DATABASE_URL \
+    "$PY" -m pytest -p no:cacheprovider -q
+step "pytest (postgres)" env TEST_DATABASE_URL="$TEST_POSTGRES_URL" \
+    "$PY" -m pytest -p no:cacheprovider -q
+
+echo
+echo "==> summary"
+printf '  %s\n' "${results[@]}"
+exit "$failed"
