@@ -7,7 +7,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.sandlot-requirements.stamp
 
-.PHONY: venv services-install run worker lint test bench
+.PHONY: venv services-install run-install run worker lint test bench
 
 venv: $(VENV_STAMP)
 
@@ -20,9 +20,12 @@ $(VENV_STAMP): requirements.txt requirements-dev.txt
 services-install:
 	bash scripts/services.sh install
 
+run-install:
+	bash scripts/services.sh install-run
+
 run: export SANDLOT_ENV = development
 run: export FLASK_APP = wsgi
-run: venv
+run: run-install venv
 	$(VENV)/bin/flask db upgrade
 	$(VENV)/bin/flask demo seed
 	$(VENV)/bin/gunicorn --workers 1 --threads 8 --bind 127.0.0.1:5000 wsgi:app

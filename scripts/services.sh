@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Private PostgreSQL + Redis for local testing and CI.
 #
-#   scripts/services.sh install   apt-get install what is missing (postgresql, redis, chromium, fonts)
+#   scripts/services.sh install   apt-get install what tests need (postgresql, redis, chromium, fonts)
+#   scripts/services.sh install-run  apt-get install what `make run` needs (python3-venv)
 #   scripts/services.sh start     start private pg (127.0.0.1:$SANDLOT_PG_PORT) and redis (127.0.0.1:$SANDLOT_REDIS_PORT)
 #   scripts/services.sh stop      stop what `start` started (nothing else)
 #   scripts/services.sh env       print export lines for TEST_POSTGRES_URL / TEST_REDIS_URL
@@ -62,6 +63,18 @@ cmd_install() {
     command -v chromium >/dev/null 2>&1 || missing+=(chromium)
     pkg_installed fonts-dejavu-core || missing+=(fonts-dejavu-core)
 
+    apt_install "${missing[@]}"
+}
+
+# What `make run` needs on a fresh Debian machine beyond python3 itself.
+cmd_install_run() {
+    local missing=()
+    python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+    apt_install "${missing[@]}"
+}
+
+apt_install() {
+    local missing=("$@")
     if [ "${#missing[@]}" -eq 0 ]; then
         log "install: nothing missing"
         return 0
@@ -279,6 +292,7 @@ cmd_env() {
 
 case "${1:-}" in
     install) cmd_install ;;
+    install-run) cmd_install_run ;;
     start)
         pg_start
         redis_start
