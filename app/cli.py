@@ -6,6 +6,7 @@ import click
 from flask import Flask, current_app
 from flask.cli import AppGroup
 
+from app.auth.pepper import api_key_pepper
 from app.errors import AppError
 from app.extensions import db
 from app.models import Role
@@ -79,7 +80,7 @@ def create_key(tenant_name: str, name: str, full_access: bool, capabilities: tup
         key, plaintext = api_keys.create_key(
             tenant, audit.SystemActor("cli"), name=name, full_access=full_access,
             capabilities=list(capabilities), expires_at=None,
-            pepper=current_app.config.get("API_KEY_PEPPER") or current_app.config["SECRET_KEY"],
+            pepper=api_key_pepper(),
         )
     except AppError as err:
         _fail(err)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from flask import current_app
 from pydantic import AwareDatetime, Field
 
 from app.api import bp
 from app.api._core import Out, Strict, doc, ok, parse_body, project
 from app.auth.guards import guard
+from app.auth.pepper import api_key_pepper
 from app.models import ApiKey, Role
 from app.services import api_keys
 from app.tenancy import current_tenant, get_or_404, principal
@@ -39,10 +39,6 @@ class CreatedKeyOut(Out):
     api_key: ApiKeyOut
 
 
-def pepper() -> str:
-    return current_app.config.get("API_KEY_PEPPER") or current_app.config["SECRET_KEY"]
-
-
 @bp.get("/api-keys")
 @guard(Role.admin)
 @doc("List the workspace's API keys (prefix only; never the key)", response=ApiKeyOut, many=True)
@@ -58,7 +54,7 @@ def create_api_key():
     body = parse_body(ApiKeyIn)
     key, plaintext = api_keys.create_key(
         current_tenant(), principal(), name=body.name, full_access=body.full_access,
-        capabilities=body.capabilities, expires_at=body.expires_at, pepper=pepper(),
+        capabilities=body.capabilities, expires_at=body.expires_at, pepper=api_key_pepper(),
     )
     return ok({"key": plaintext, "api_key": project(ApiKeyOut, key)}, 201)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from flask import current_app, request, session
 from flask_login import current_user
 
+from app.auth.pepper import api_key_pepper
 from app.auth.principal import Principal
 from app.errors import Unauthorized
 from app.extensions import db, login_manager
@@ -44,7 +45,7 @@ def load_api_principal() -> Principal | None:
         return _from_bearer(header[7:].strip())
     presented = request.headers.get("X-API-Key")
     if presented:
-        key = api_key_service.authenticate_key(presented, pepper=_pepper())
+        key = api_key_service.authenticate_key(presented, pepper=api_key_pepper())
         if key is None:
             raise Unauthorized("The API key is not valid.")
         return Principal(tenant=key.tenant, api_key=key)
@@ -65,7 +66,3 @@ def _from_bearer(token: str) -> Principal:
     if membership is None:
         raise Unauthorized("You are no longer a member of this workspace.")
     return Principal(tenant=membership.tenant, user=user, role=membership.role)
-
-
-def _pepper() -> str:
-    return current_app.config.get("API_KEY_PEPPER") or current_app.config["SECRET_KEY"]
