@@ -41,6 +41,26 @@ class ValidationFailed(AppError):
     def one(cls, field: str, message: str) -> ValidationFailed:
         return cls([{"field": field, "message": message}], message)
 
+    @classmethod
+    def from_pydantic(cls, exc: Any) -> ValidationFailed:
+        """Every pydantic error as {field, message}, with paths like `network.allow_out[2]`."""
+        errors = []
+        for err in exc.errors(include_url=False, include_input=False):
+            message = "Unknown field." if err["type"] == "extra_forbidden" else err["msg"]
+            errors.append({"field": field_path(tuple(err["loc"])), "message": message})
+        return cls(errors)
+
+
+def field_path(loc: tuple[Any, ...]) -> str:
+    """('network', 'allow_out', 2) -> 'network.allow_out[2]'."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path or "body"
+
 
 class Unauthorized(AppError):
     code, status, message = "unauthorized", 401, "Sign in to continue."

@@ -48,27 +48,6 @@ def doc(summary: str, **kwargs: Any) -> Callable:
     return decorate
 
 
-def field_path(loc: tuple[Any, ...]) -> str:
-    """('network', 'allow_out', 2) -> 'network.allow_out[2]'."""
-    path = ""
-    for part in loc:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        else:
-            path += f".{part}" if path else str(part)
-    return path or "body"
-
-
-def validation_errors(exc: PydanticError) -> list[dict[str, str]]:
-    errors = []
-    for err in exc.errors(include_url=False, include_input=False):
-        message = err["msg"]
-        if err["type"] == "extra_forbidden":
-            message = "Unknown field."
-        errors.append({"field": field_path(tuple(err["loc"])), "message": message})
-    return errors
-
-
 def parse_body(schema: type[T]) -> T:
     """The JSON body validated against `schema`, or the matching envelope error."""
     if not request.is_json:
@@ -89,7 +68,7 @@ def validate(schema: type[T], payload: dict[str, Any]) -> T:
     try:
         return schema.model_validate(payload)
     except PydanticError as exc:
-        raise ValidationFailed(validation_errors(exc)) from None
+        raise ValidationFailed.from_pydantic(exc) from None
 
 
 def ok(data: Any = None, status: int = 200, **siblings: Any):
