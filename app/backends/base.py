@@ -1,0 +1,215 @@
+"""The backend protocol every sandbox provider implements (reference 9.5).
+
+Backends never import models: they take and return the small dataclasses below, and
+raise the typed errors below, which the services map to API errors and to the
+sandbox check's human reasons.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+METADATA_PREFIX = "sandlot_"
+
+
+class SandboxState(enum.StrEnum):
+    running = "running"
+    paused = "paused"
+    transitioning = "transitioning"
+    terminal = "terminal"
+    unknown = "unknown"
+
+
+LIVE_STATES = frozenset({SandboxState.running, SandboxState.paused, SandboxState.transitioning})
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    reconnect: bool = False
+    metadata: bool = False
+    list: bool = False
+    pause_resume: bool = False
+    timeout_refresh: bool = False
+    filesystem: bool = False
+    snapshots: bool = False
+    volumes: bool = False
+    templates: bool = False
+    egress_rules: bool = False  # enforces allow_out / deny_out itself
+
+    def as_dict(self) -> dict[str, bool]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class HostRule:
+    """E2B: per-domain header injection (`network.rules[host].transform.headers`)."""
+
+    host: str
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class CubeRule:
+    """Cube: one L7 egress rule, secrets already decrypted."""
+
+    name: str
+    allow: bool
+    scheme: str = ""
+    sni: str = ""
+    host: str = ""
+    methods: tuple[str, ...] = ()
+    path: str = ""
+    audit: str = ""
+    inject: tuple[dict[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class ResolvedNetworkPolicy:
+    """The stored policy resolved once, at creation (reference 4.3)."""
+
+    allow_internet_access: bool = True
+    allow_public_traffic: bool = False
+    allow_out: tuple[str, ...] = ()
+    deny_out: tuple[str, ...] = ()
+    cube_rules: tuple[CubeRule, ...] = ()
+    host_rules: tuple[HostRule, ...] = ()
+
+    @property
+    def restricted(self) -> bool:
+        return bool(self.allow_out or self.deny_out or not self.allow_internet_access)
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """What to create. `template` is a Docker image or an E2B/Cube template id."""
+
+    template: str
+    metadata: dict[str, str]
+    env: dict[str, str] = field(default_factory=dict)
+    timeout_sec: int = 300  # idle lifetime before the provider pauses it
+    network: ResolvedNetworkPolicy = field(default_factory=ResolvedNetworkPolicy)
+    desktop: bool = False
+    cpu_limit: float | None = None
+    memory_limit_mb: int | None = None
+    pids_limit: int | None = None
+    runtime: str | None = None
+    network_mode: str = "bridge"
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    id: str
+    state: SandboxState
+    metadata: dict[str, str]
+    template: str = ""
+    started_at: str | None = None
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    stdout: str
+    stderr: str
+    exit_code: int
+    duration_ms: int
+    timed_out: bool = False
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    name: str
+    path: str
+    is_dir: bool
+    size: int
+
+
+@dataclass(frozen=True)
+class TemplateInfo:
+    id: str
+    name: str
+    status: str = "ready"
+
+
+class BackendError(Exception):
+    """Base of every backend failure; `reason` is a short human sentence."""
+
+    kind = "error"
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class BackendUnavailable(BackendError):
+    kind = "unavailable"
+
+
+class BackendAuthError(BackendError):
+    kind = "auth"
+
+
+class SandboxNotFound(BackendError):
+    kind = "not_found"
+
+
+class BackendTimeout(BackendError):
+    kind = "timeout"
+
+
+class QuotaExceeded(BackendError):
+    kind = "quota"
+
+
+class Unsupported(BackendError):
+    kind = "unsupported"
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """One provider client, bound to one config's connection settings."""
+
+    provider: str
+    capabilities: Capabilities
+
+    def health(self) -> None:
+        """Raise a BackendError when the provider cannot be used."""
+
+    def create(self, spec: SandboxSpec) -> SandboxInfo: ...
+
+    def connect(self, sandbox_id: str) -> SandboxInfo:
+        """Resume a paused sandbox and return it running."""
+
+    def get(self, sandbox_id: str) -> SandboxInfo: ...
+
+    def list(self, metadata: dict[str, str],
+             states: frozenset[SandboxState] = LIVE_STATES) -> list[SandboxInfo]: ...
+
+    def delete(self, sandbox_id: str) -> None:
+        """Idempotent: a sandbox that is already gone is success."""
+
+    def pause(self, sandbox_id: str) -> None: ...
+
+    def exec(self, sandbox_id: str, command: str, *, user: str | None = None,
+             cwd: str | None = None, env: dict[str, str] | None = None,
+             timeout_sec: int = 60, output_limit: int = 1 << 20) -> ExecResult: ...
+
+    def write_file(self, sandbox_id: str, path: str, data: bytes) -> None: ...
+
+    def read_file(self, sandbox_id: str, path: str) -> bytes: ...
+
+    def list_dir(self, sandbox_id: str, path: str) -> list[FileEntry]: ...
+
+    def make_dir(self, sandbox_id: str, path: str) -> None: ...
+
+    def remove(self, sandbox_id: str, path: str) -> None: ...
+
+    def create_snapshot(self, sandbox_id: str, name: str) -> str:
+        """Optional (capabilities.snapshots); raise Unsupported otherwise."""
+
+    def delete_snapshot(self, snapshot_id: str) -> None:
+        """Optional; idempotent: not found is success."""
+
+    def list_templates(self) -> list[TemplateInfo]:
+        """Optional (capabilities.templates); raise Unsupported otherwise."""

@@ -1,0 +1,393 @@
+"""The sandbox network policy: classify targets, validate (reference 4.2), resolve (4.3).
+
+Validation collects every problem with its field path so a form can show them all at
+once. The same classifier serves allow_out, deny_out, cube rule hosts/SNIs and e2b
+host rules, exactly as the reference describes.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+DENY_ALL = "0.0.0.0/0"
+LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+HTTP_METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE"}
+SCHEMES = {"", "http", "https"}
+AUDIT_LEVELS = {"", "none", "metadata", "full"}
+TOKEN_SEPARATORS = set('()<>@,;:\\"/[]?={}')
+E2B_MAX_RULES, E2B_MAX_HOST, E2B_MAX_HEADERS = 10, 128, 20
+E2B_MAX_HEADER_NAME, E2B_MAX_HEADER_VALUE = 64, 2048
+
+Kind = Literal["ip", "domain"]
+
+
+class TargetError(ValueError):
+    """An entry that is not a valid IPv4, IPv4 CIDR or domain."""
+
+
+@dataclass(frozen=True)
+class Target:
+    key: str  # canonical spelling: "1.2.3.4/32", "10.0.0.0/8", "example.com", "*.example.com"
+    kind: Kind
+    wildcard: bool = False
+
+    @property
+    def is_deny_all(self) -> bool:
+        return self.kind == "ip" and self.key.endswith("/0")
+
+
+def classify(entry: str, *, wildcard_ok: bool) -> Target:
+    """Classify one policy entry into its canonical key (reference 4.2 rule 3)."""
+    value = entry.strip()
+    if not value:
+        raise TargetError("must not be empty")
+    if any(ch in value for ch in " \t"):
+        raise TargetError("must not contain spaces")
+    if "/" in value:
+        return _cidr(value)
+    ip = _ip(value)
+    if ip is not None:
+        return Target(f"{ip}/32", "ip")
+    return _domain(value, wildcard_ok)
+
+
+def _ip(value: str) -> ipaddress.IPv4Address | None:
+    try:
+        address = ipaddress.ip_address(value)
+    except ValueError:
+        return None
+    if address.version == 6:
+        raise TargetError("IPv6 addresses are not supported")
+    return address
+
+
+def _cidr(value: str) -> Target:
+    address, _, prefix = value.partition("/")
+    try:
+        network = ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        network = None
+    if network is None or not prefix.isdigit():
+        if ":" in address:
+            raise TargetError("IPv6 ranges are not supported")
+        raise TargetError("is not a valid IPv4 CIDR")
+    if network.version == 6:
+        raise TargetError("IPv6 ranges are not supported")
+    return Target(str(network), "ip")
+
+
+def _domain(value: str, wildcard_ok: bool) -> Target:
+    name = value.lower()
+    name = name[:-1] if name.endswith(".") else name
+    if ":" in name:
+        raise TargetError("must not include a port or be an IPv6 address")
+    wildcard = name.startswith("*.")
+    if wildcard:
+        if not wildcard_ok:
+            raise TargetError("wildcards are not allowed here")
+        name = name[2:]
+    if name and set(name) <= set("0123456789."):
+        raise TargetError("is not a valid IPv4 address")
+    if not name or "*" in name:
+        raise TargetError("a wildcard must be a single leading '*.' label")
+    if name.startswith(".") or name.endswith(".") or ".." in name:
+        raise TargetError("is not a valid domain (empty label)")
+    labels = name.split(".")
+    if len(labels) < 2:
+        raise TargetError("a domain needs at least two labels, like example.com")
+    for label in labels:
+        if not LABEL.match(label):
+            raise TargetError(f"label {label!r} must be 1-63 letters, digits or '-', "
+                              "not starting or ending with '-'")
+    return Target(f"*.{name}" if wildcard else name, "domain", wildcard)
+
+
+@dataclass
+class Problems:
+    """Collected validation errors as [{field, message}]."""
+
+    items: list[dict[str, str]] = field(default_factory=list)
+
+    def add(self, path: str, message: str) -> None:
+        self.items.append({"field": path, "message": message})
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+
+def validate(network: Any, backend: str, problems: Problems, path: str = "network") -> dict | None:
+    """Validate `network` for `backend`; return the normalised document to store, or None."""
+    if network is None:
+        return None
+    if not isinstance(network, dict):
+        problems.add(path, "must be an object")
+        return None
+    doc = _shape(network, problems, path)
+    if doc is None:
+        return None
+    _check_backend(doc, backend, problems, path)
+    allow = _check_allow(doc["allow_out"], problems, f"{path}.allow_out")
+    deny = _check_deny(doc["deny_out"], problems, f"{path}.deny_out")
+    denies_all = doc["deny_egress_by_default"] or any(t.is_deny_all for t in deny)
+    if any(t.kind == "domain" for t in allow) and not denies_all:
+        problems.add(f"{path}.allow_out", "Domains in allow_out need a deny-all fallback: turn on "
+                     "deny_egress_by_default or add 0.0.0.0/0 to deny_out; otherwise "
+                     "destinations not learned through DNS stay open.")
+    _check_cube_rules(doc["cube_rules"], problems, f"{path}.cube_rules")
+    _check_e2b_rules(doc["e2b_host_rules"], allow, problems, f"{path}.e2b_host_rules")
+    doc["allow_public_inbound"] = False  # legacy: accepted, never stored as true
+    return doc
+
+
+FIELDS = {
+    "deny_egress_by_default": bool, "allow_public_inbound": bool, "allow_out": list,
+    "deny_out": list, "cube_rules": list, "e2b_host_rules": list,
+}
+
+
+def _shape(network: dict, problems: Problems, path: str) -> dict | None:
+    doc: dict[str, Any] = {"deny_egress_by_default": False, "allow_public_inbound": False,
+                           "allow_out": [], "deny_out": [], "cube_rules": [], "e2b_host_rules": []}
+    ok = True
+    for key, value in network.items():
+        expected = FIELDS.get(key)
+        if expected is None:
+            problems.add(f"{path}.{key}", "Unknown field.")
+            ok = False
+        elif value is None:
+            continue
+        elif not isinstance(value, expected):
+            kind = "a list" if expected is list else "true or false"
+            problems.add(f"{path}.{key}", f"must be {kind}")
+            ok = False
+        else:
+            doc[key] = value
+    return doc if ok else None
+
+
+def _check_backend(doc: dict, backend: str, problems: Problems, path: str) -> None:
+    if backend != "cube" and doc["cube_rules"]:
+        problems.add(f"{path}.cube_rules", f"Cube HTTP rules apply only to the cube backend; "
+                     f"clear them for {backend}.")
+    if backend != "e2b" and doc["e2b_host_rules"]:
+        problems.add(f"{path}.e2b_host_rules", f"E2B host rules apply only to the e2b backend; "
+                     f"clear them for {backend}.")
+
+
+def _entries(values: list, problems: Problems, path: str, wildcard_ok: bool):
+    for index, value in enumerate(values):
+        if not isinstance(value, str):
+            problems.add(f"{path}[{index}]", "must be a string")
+            continue
+        try:
+            yield index, value, classify(value, wildcard_ok=wildcard_ok)
+        except TargetError as exc:
+            problems.add(f"{path}[{index}]", f"{value.strip()!r} {exc}")
+
+
+def _check_allow(values: list, problems: Problems, path: str) -> list[Target]:
+    return _unique(_entries(values, problems, path, wildcard_ok=True), problems, path)
+
+
+def _check_deny(values: list, problems: Problems, path: str) -> list[Target]:
+    targets = []
+    for index, value, target in _entries(values, problems, path, wildcard_ok=False):
+        if target.kind == "domain":
+            problems.add(f"{path}[{index}]", f"{value.strip()!r}: deny_out takes IPv4 addresses "
+                         "and CIDRs only; to block domains, deny by default and list what is "
+                         "allowed in allow_out.")
+        else:
+            targets.append((index, value, target))
+    return _unique(iter(targets), problems, path)
+
+
+def _unique(entries, problems: Problems, path: str) -> list[Target]:
+    seen: dict[str, str] = {}
+    targets = []
+    for index, value, target in entries:
+        if target.key in seen:
+            problems.add(f"{path}[{index}]", f"duplicate: {seen[target.key]!r} and "
+                         f"{value.strip()!r} are the same target ({target.key})")
+            continue
+        seen[target.key] = value.strip()
+        targets.append(target)
+    return targets
+
+
+def is_http_token(name: str) -> bool:
+    return bool(name) and all(33 <= ord(ch) <= 126 and ch not in TOKEN_SEPARATORS for ch in name)
+
+
+def has_control(value: str) -> bool:
+    return any(ch in value for ch in "\r\n\0")
+
+
+def _check_cube_rules(rules: list, problems: Problems, path: str) -> None:
+    names: set[str] = set()
+    for index, rule in enumerate(rules):
+        where = f"{path}[{index}]"
+        if not isinstance(rule, dict):
+            problems.add(where, "must be an object")
+            continue
+        name = _text(rule.get("name"))
+        if not name:
+            problems.add(f"{where}.name", "is required")
+        elif name in names:
+            problems.add(f"{where}.name", f"duplicate rule name {name!r}")
+        names.add(name)
+        _check_cube_match(rule, problems, where)
+        _check_inject(rule, problems, where)
+
+
+def _check_cube_match(rule: dict, problems: Problems, where: str) -> None:
+    host, sni = _text(rule.get("host")), _text(rule.get("sni"))
+    if not host and not sni:
+        problems.add(where, "needs a host or an sni: rules without one are never reached")
+    if host:
+        _classify_into(re.sub(r":\d*$", "", host), f"{where}.host", problems)
+    if sni:
+        target = _classify_into(sni, f"{where}.sni", problems)
+        if target is not None and target.kind != "domain":
+            problems.add(f"{where}.sni", "must be a domain, not an IP")
+    if _text(rule.get("scheme")).lower() not in SCHEMES:
+        problems.add(f"{where}.scheme", "must be http or https (or empty)")
+    if _text(rule.get("audit")).lower() not in AUDIT_LEVELS:
+        problems.add(f"{where}.audit", "must be none, metadata or full (or empty)")
+    methods = rule.get("methods") or []
+    if not isinstance(methods, list):
+        problems.add(f"{where}.methods", "must be a list")
+        return
+    for m_index, method in enumerate(methods):
+        if _text(method).upper() not in HTTP_METHODS:
+            problems.add(f"{where}.methods[{m_index}]",
+                         f"must be one of {' '.join(sorted(HTTP_METHODS))}")
+
+
+def _check_inject(rule: dict, problems: Problems, where: str) -> None:
+    inject = rule.get("inject") or []
+    if not isinstance(inject, list):
+        problems.add(f"{where}.inject", "must be a list")
+        return
+    headers: set[str] = set()
+    for i_index, item in enumerate(inject):
+        at = f"{where}.inject[{i_index}]"
+        if not isinstance(item, dict):
+            problems.add(at, "must be an object")
+            continue
+        header = _text(item.get("header"))
+        if not is_http_token(header):
+            problems.add(f"{at}.header", "must be a valid HTTP header name")
+        elif header in headers:
+            problems.add(f"{at}.header", f"duplicate header {header!r} in this rule")
+        headers.add(header)
+        for key in ("secret", "format"):
+            if has_control(str(item.get(key) or "")):
+                problems.add(f"{at}.{key}", "must not contain CR, LF or NUL")
+        if rule.get("deny") is True and item.get("secret"):
+            problems.add(f"{at}.secret", "a deny rule never injects: remove the secret")
+
+
+def _check_e2b_rules(rules: list, allow: list[Target], problems: Problems, path: str) -> None:
+    if len(rules) > E2B_MAX_RULES:
+        problems.add(path, f"at most {E2B_MAX_RULES} host rules")
+    seen: set[str] = set()
+    for index, rule in enumerate(rules):
+        where = f"{path}[{index}]"
+        if not isinstance(rule, dict):
+            problems.add(where, "must be an object")
+            continue
+        host = _text(rule.get("host"))
+        if not host:
+            problems.add(f"{where}.host", "is required")
+        elif len(host) > E2B_MAX_HOST:
+            problems.add(f"{where}.host", f"at most {E2B_MAX_HOST} characters")
+        else:
+            target = _classify_into(host, f"{where}.host", problems)
+            if target is not None:
+                _check_e2b_host(target, allow, seen, problems, f"{where}.host")
+        _check_e2b_headers(rule.get("headers"), problems, f"{where}.headers")
+
+
+def _check_e2b_host(target: Target, allow: list[Target], seen: set[str], problems: Problems,
+                    where: str) -> None:
+    if target.kind != "domain":
+        problems.add(where, "must be a domain, not an IP")
+        return
+    if target.key in seen:
+        problems.add(where, f"duplicate host {target.key!r}")
+    seen.add(target.key)
+    if not covered(target.key, allow):
+        problems.add(where, f"{target.key!r} is not allowed by allow_out: a host rule grants no "
+                     "egress by itself")
+
+
+def covered(key: str, allow: list[Target]) -> bool:
+    """Exact key in allow_out, or an allow_out `*.suffix` with key ending in `.suffix`."""
+    for target in allow:
+        if target.key == key:
+            return True
+        if target.wildcard and key.endswith("." + target.key[2:]):
+            return True
+    return False
+
+
+def _check_e2b_headers(headers: Any, problems: Problems, where: str) -> None:
+    if headers is None:
+        return
+    if not isinstance(headers, dict):
+        problems.add(where, "must be an object of header name to value")
+        return
+    if len(headers) > E2B_MAX_HEADERS:
+        problems.add(where, f"at most {E2B_MAX_HEADERS} headers")
+    for name, value in headers.items():
+        at = f"{where}.{name}"
+        clean = name.strip()
+        if not clean:
+            problems.add(at, "header name must not be empty")
+        elif len(clean) > E2B_MAX_HEADER_NAME:
+            problems.add(at, f"header name at most {E2B_MAX_HEADER_NAME} characters")
+        elif not is_http_token(clean):
+            problems.add(at, "must be a valid HTTP header name")
+        if not isinstance(value, str):
+            problems.add(at, "value must be a string")
+        elif has_control(value):
+            problems.add(at, "value must not contain CR, LF or NUL")
+        elif len(value) > E2B_MAX_HEADER_VALUE:
+            problems.add(at, f"value at most {E2B_MAX_HEADER_VALUE} characters")
+
+
+def _classify_into(value: str, where: str, problems: Problems) -> Target | None:
+    try:
+        return classify(value, wildcard_ok=True)
+    except TargetError as exc:
+        problems.add(where, f"{value!r} {exc}")
+        return None
+
+
+def _text(value: Any) -> str:
+    return value.strip() if isinstance(value, str) else ""
+
+
+def canonical_deny_out(deny_out: list[str]) -> list[str]:
+    """Every IPv4 /0 becomes exactly 0.0.0.0/0 (providers string-match it)."""
+    out = []
+    for entry in deny_out:
+        try:
+            target = classify(entry, wildcard_ok=False)
+        except TargetError:
+            out.append(entry)
+            continue
+        out.append(DENY_ALL if target.is_deny_all else entry)
+    return out
+
+
+def denies_by_default(network: dict | None) -> bool:
+    """deny_egress_by_default, or any IPv4 /0 in deny_out: the two forms are equivalent."""
+    if not network:
+        return False
+    return bool(network.get("deny_egress_by_default")) or DENY_ALL in canonical_deny_out(
+        network.get("deny_out") or []
+    )

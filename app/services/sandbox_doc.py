@@ -1,0 +1,296 @@
+"""The sandbox config document (reference 1.2): validate, mask, merge, identity, resolve.
+
+Paths in validation errors are relative to the document (`e2b.api_key`,
+`network.allow_out[2]`) so a form can place each message next to its field.
+"""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
+from pydantic import ValidationError as PydanticError
+
+from app.backends.base import CubeRule, HostRule, ResolvedNetworkPolicy
+from app.errors import ValidationFailed
+from app.security import ssrf
+from app.security.redaction import MASK, keep_or_replace, mask
+from app.services import network_policy
+from app.services.network_policy import DENY_ALL, Problems
+
+BACKENDS = ("docker", "e2b", "cube")
+ROLLOUTS = ("", "next_turn", "new_session")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+ENV_VALUE_MAX = 32 * 1024
+DEFAULT_EXEC_TIMEOUT, DEFAULT_IDLE, DEFAULT_HTTP_TIMEOUT = 60, 900, 30
+IDLE_MIN, IDLE_MAX = 60, 24 * 3600
+DEFAULT_TTL = {"cube": 1800, "e2b": 300, "docker": 1800}
+SERVER_OWNED = ("skill_image", "volume_mount")
+IDENTITY_FIELDS = ("api_url", "api_key", "sandbox_domain", "proxy_url", "host", "tls_cert_path")
+
+
+class _Block(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+
+Seconds = Field(default=0, ge=0, le=7 * 24 * 3600)
+
+
+class CubeBlock(_Block):
+    api_url: str = ""
+    proxy_url: str = ""
+    sandbox_domain: str = ""
+    template_id: str = ""
+    api_key: str = ""
+    http_timeout_sec: StrictInt = Field(default=0, ge=0, le=600)
+    cube_sandbox_ttl_seconds: StrictInt = Seconds
+    dns_servers: list[str] = Field(default_factory=list, max_length=8)
+
+
+class E2BBlock(_Block):
+    api_key: str = ""
+    template_id: str = ""
+    api_url: str = ""
+    sandbox_domain: str = ""
+    proxy_url: str = ""
+    http_timeout_sec: StrictInt = Field(default=0, ge=0, le=600)
+    e2b_sandbox_ttl_seconds: StrictInt = Seconds
+
+
+class DockerBlock(_Block):
+    image: str = ""
+    host: str = ""
+    tls_cert_path: str = ""
+    cpu_limit: StrictFloat | StrictInt | None = Field(default=None, gt=0, le=64)
+    memory_limit_mb: StrictInt | None = Field(default=None, ge=16, le=1024 * 1024)
+    pids_limit: StrictInt | None = Field(default=None, ge=8, le=1 << 22)
+    network_mode: Literal["bridge", "none"] = "bridge"
+    runtime: str = ""
+    idle_ttl_seconds: StrictInt = Seconds
+    http_timeout_sec: StrictInt = Field(default=0, ge=0, le=600)
+
+
+class Document(_Block):
+    sandbox_type: Literal["docker", "e2b", "cube"]
+    default_timeout_sec: StrictInt = Field(default=0, ge=0, le=24 * 3600)
+    terminal_idle_disconnect_sec: StrictInt = Field(default=0, ge=0)
+    desktop_enabled: StrictBool = False
+    allow_private_endpoints: StrictBool = False
+    env_vars: dict[str, str] = Field(default_factory=dict, max_length=200)
+    skill_rollout: str = ""
+    network: dict[str, Any] | None = None
+    cube: CubeBlock | None = None
+    e2b: E2BBlock | None = None
+    docker: DockerBlock | None = None
+    # Server-owned: accepted on input so a client can echo a response back; never kept.
+    skill_image: dict[str, Any] | None = None
+    volume_mount: dict[str, Any] | None = None
+
+
+BLOCKS = {"cube": CubeBlock, "e2b": E2BBlock, "docker": DockerBlock}
+REQUIRED = {
+    "cube": ("api_url", "proxy_url", "sandbox_domain", "template_id"),
+    "e2b": ("api_key", "template_id"),
+    "docker": ("image",),
+}
+
+
+def validate(raw: Any, *, resolve_urls: bool = True) -> dict[str, Any]:
+    """The normalised document to store, or ValidationFailed listing every problem."""
+    if not isinstance(raw, dict):
+        raise ValidationFailed.one("config", "must be an object")
+    try:
+        doc = Document.model_validate(raw)
+    except PydanticError as exc:
+        raise ValidationFailed.from_pydantic(exc) from None
+    problems = Problems()
+    kind = doc.sandbox_type
+    block = getattr(doc, kind) or BLOCKS[kind]()
+    _check_common(doc, problems)
+    _check_block(kind, block, doc.allow_private_endpoints, problems, resolve_urls)
+    network = network_policy.validate(doc.network, kind, problems)
+    if problems:
+        raise ValidationFailed(problems.items)
+    out = doc.model_dump(exclude={"cube", "e2b", "docker", "network", *SERVER_OWNED})
+    out[kind] = block.model_dump()
+    out["network"] = network
+    if kind == "cube":
+        out["cube"]["dns_servers"] = _unique_stripped(block.dns_servers)
+    return out
+
+
+def _check_common(doc: Document, problems: Problems) -> None:
+    idle = doc.terminal_idle_disconnect_sec
+    if idle and not IDLE_MIN <= idle <= IDLE_MAX:
+        problems.add("terminal_idle_disconnect_sec",
+                     f"must be between {IDLE_MIN} and {IDLE_MAX} seconds (0 means {DEFAULT_IDLE})")
+    if doc.skill_rollout not in ROLLOUTS:
+        problems.add("skill_rollout", "invalid skill_rollout: use next_turn or new_session")
+    for name, value in doc.env_vars.items():
+        if not ENV_NAME.match(name):
+            problems.add(f"env_vars.{name}", "must be a valid environment variable name "
+                         "(letters, digits, '_'; not starting with a digit)")
+        elif name.upper().startswith("SANDLOT_"):
+            problems.add(f"env_vars.{name}", "names starting with SANDLOT_ are reserved")
+        if "\0" in value or len(value) > ENV_VALUE_MAX:
+            problems.add(f"env_vars.{name}", f"value must have no NUL and at most "
+                         f"{ENV_VALUE_MAX} characters")
+
+
+def _check_block(kind: str, block: _Block, allow_private: bool, problems: Problems,
+                 resolve_urls: bool) -> None:
+    for name in REQUIRED[kind]:
+        value = getattr(block, name)
+        if not value or value == MASK:
+            problems.add(f"{kind}.{name}", f"{kind} backend requires {name}")
+    for name in ("api_url", "proxy_url"):
+        url = getattr(block, name, "")
+        if url and resolve_urls:
+            try:
+                ssrf.check_url(url, allow_private=allow_private)
+            except ssrf.UnsafeURL as exc:
+                problems.add(f"{kind}.{name}", f"unsafe outbound URL: {exc}")
+    if kind == "cube":
+        for index, server in enumerate(block.dns_servers):
+            try:
+                ipaddress.ip_address(server.strip())
+            except ValueError:
+                problems.add(f"cube.dns_servers[{index}]", f"{server!r} is not an IP address")
+    if kind == "docker":
+        _check_docker(block, problems)
+
+
+def _check_docker(block: DockerBlock, problems: Problems) -> None:
+    host = block.host
+    if host and not host.startswith(("unix://", "tcp://")):
+        problems.add("docker.host", "must be unix:///path/to/docker.sock or tcp://host:port")
+    if host.startswith("tcp://") and not block.tls_cert_path:
+        problems.add("docker.tls_cert_path", "a tcp:// Docker host requires tls_cert_path "
+                     "(a directory with ca.pem, cert.pem and key.pem)")
+
+
+def _unique_stripped(values: list[str]) -> list[str]:
+    seen: list[str] = []
+    for value in values:
+        if value.strip() and value.strip() not in seen:
+            seen.append(value.strip())
+    return seen
+
+
+# -- secrets ---------------------------------------------------------------------------
+
+def masked(doc: dict[str, Any]) -> dict[str, Any]:
+    """A copy with every set secret replaced by `***` (reference 1.3)."""
+    out = copy.deepcopy(doc)
+    for kind in ("cube", "e2b"):
+        if out.get(kind):
+            out[kind]["api_key"] = mask(out[kind].get("api_key"))
+    out["env_vars"] = {k: mask(v) for k, v in (out.get("env_vars") or {}).items()}
+    network = out.get("network") or {}
+    for rule in network.get("cube_rules") or []:
+        for item in rule.get("inject") or []:
+            item["secret"] = mask(item.get("secret"))
+    for rule in network.get("e2b_host_rules") or []:
+        rule["headers"] = {k: mask(v) for k, v in (rule.get("headers") or {}).items()}
+    return out
+
+
+def merge(incoming: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
+    """Bring stored secrets and server-owned fields back into an update (reference 1.3)."""
+    if not isinstance(incoming, dict):
+        return incoming
+    out = copy.deepcopy(incoming)
+    for kind in ("cube", "e2b"):
+        if isinstance(out.get(kind), dict):
+            old = (stored.get(kind) or {}).get("api_key")
+            out[kind]["api_key"] = keep_or_replace(out[kind].get("api_key"), old) or ""
+    if isinstance(out.get("env_vars"), dict):
+        old = stored.get("env_vars") or {}
+        out["env_vars"] = {
+            k: keep_or_replace(v, old.get(k)) or "" for k, v in out["env_vars"].items()
+        }
+    if isinstance(out.get("network"), dict):
+        _merge_network(out["network"], stored.get("network") or {})
+    if not out.get("skill_rollout"):
+        out["skill_rollout"] = stored.get("skill_rollout", "")
+    for key in SERVER_OWNED:
+        out.pop(key, None)
+    return out
+
+
+def _norm(value: Any) -> str:
+    return str(value or "").strip().lower()
+
+
+def _merge_network(network: dict[str, Any], stored: dict[str, Any]) -> None:
+    old_inject = {
+        (_norm(rule.get("name")), _norm(item.get("header"))): item.get("secret")
+        for rule in stored.get("cube_rules") or [] for item in rule.get("inject") or []
+    }
+    for rule in network.get("cube_rules") or []:
+        for item in (rule.get("inject") or []) if isinstance(rule, dict) else []:
+            if isinstance(item, dict):
+                key = (_norm(rule.get("name")), _norm(item.get("header")))
+                item["secret"] = keep_or_replace(item.get("secret"), old_inject.get(key)) or ""
+    old_headers = {
+        (_norm(rule.get("host")), _norm(name)): value
+        for rule in stored.get("e2b_host_rules") or []
+        for name, value in (rule.get("headers") or {}).items()
+    }
+    for rule in network.get("e2b_host_rules") or []:
+        if isinstance(rule, dict) and isinstance(rule.get("headers"), dict):
+            host = _norm(rule.get("host"))
+            rule["headers"] = {
+                name: keep_or_replace(value, old_headers.get((host, _norm(name)))) or ""
+                for name, value in rule["headers"].items()
+            }
+
+
+# -- identity and resolution -------------------------------------------------------------
+
+def identity(doc: dict[str, Any]) -> tuple:
+    """The fields that decide which account or engine sandboxes live in (reference 1.2)."""
+    kind = doc["sandbox_type"]
+    block = doc.get(kind) or {}
+    return (kind, bool(doc.get("allow_private_endpoints")),
+            *(block.get(name, "") for name in IDENTITY_FIELDS))
+
+
+def template_of(doc: dict[str, Any]) -> str:
+    kind = doc["sandbox_type"]
+    block = doc.get(kind) or {}
+    return block.get("image", "") if kind == "docker" else block.get("template_id", "")
+
+
+def resolve_policy(doc: dict[str, Any]) -> ResolvedNetworkPolicy:
+    """The stored policy as a provider-neutral struct, fixed at creation (reference 4.3)."""
+    network = doc.get("network") or {}
+    deny_out = network_policy.canonical_deny_out(list(network.get("deny_out") or []))
+    deny_default = network_policy.denies_by_default(network)
+    if network.get("deny_egress_by_default") and DENY_ALL not in deny_out:
+        deny_out.append(DENY_ALL)
+    no_network = doc["sandbox_type"] == "docker" and (doc.get("docker") or {}).get(
+        "network_mode") == "none"
+    return ResolvedNetworkPolicy(
+        allow_internet_access=not deny_default and not no_network,
+        allow_out=tuple(e.strip() for e in network.get("allow_out") or []),
+        deny_out=tuple(deny_out),
+        cube_rules=tuple(_cube_rule(r) for r in network.get("cube_rules") or []),
+        host_rules=tuple(
+            HostRule(r["host"].strip(), dict(r.get("headers") or {}))
+            for r in network.get("e2b_host_rules") or []
+        ),
+    )
+
+
+def _cube_rule(rule: dict[str, Any]) -> CubeRule:
+    return CubeRule(
+        name=rule["name"].strip(), allow=not rule.get("deny"), scheme=_norm(rule.get("scheme")),
+        sni=str(rule.get("sni") or "").strip(), host=str(rule.get("host") or "").strip(),
+        methods=tuple(str(m).strip().upper() for m in rule.get("methods") or []),
+        path=str(rule.get("path") or ""), audit=_norm(rule.get("audit")),
+        inject=tuple(dict(item) for item in rule.get("inject") or []),
+    )
