@@ -23,12 +23,19 @@ def current_tenant():
 
 
 def scoped(model: type[M]) -> Select:
-    """A select of `model` limited to the current tenant."""
-    return select(model).where(model.tenant_id == g.principal.tenant_id)
+    """A select of `model` limited to the current tenant (and to live rows)."""
+    query = select(model).where(model.tenant_id == g.principal.tenant_id)
+    if hasattr(model, "deleted_at"):
+        query = query.where(model.deleted_at.is_(None))
+    return query
 
 
 def get_or_404(model: type[M], object_id, what: str | None = None) -> M:
     row = db.session.get(model, object_id)
-    if row is None or row.tenant_id != g.principal.tenant_id:
+    if row is None or row.tenant_id != g.principal.tenant_id or _deleted(row):
         raise NotFound(f"No such {what or model.__name__.lower()} in this workspace.")
     return row
+
+
+def _deleted(row) -> bool:
+    return getattr(row, "deleted_at", None) is not None
