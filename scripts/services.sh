@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Private PostgreSQL + Redis for local testing and CI.
 #
-#   scripts/services.sh install   apt-get install what tests need (postgresql, redis, chromium, fonts)
-#   scripts/services.sh install-run  apt-get install what `make run` needs (python3-venv)
-#   scripts/services.sh start     start private pg (127.0.0.1:$SANDLOT_PG_PORT) and redis (127.0.0.1:$SANDLOT_REDIS_PORT)
-#   scripts/services.sh stop      stop what `start` started (nothing else)
+#   scripts/services.sh install   apt-get install what tests need (postgresql, redis, chromium, fonts,
+#                                 and the Docker engine: docker.io, nftables, iproute2, debootstrap)
+#   scripts/services.sh install-run  apt-get install what `make run` needs (python3-venv, Docker engine)
+#   scripts/services.sh start     start private pg (127.0.0.1:$SANDLOT_PG_PORT), redis (127.0.0.1:$SANDLOT_REDIS_PORT)
+#                                 and the Docker engine (one dockerd; an already running one is reused)
+#   scripts/services.sh stop      stop what `start` started (nothing else; a reused dockerd keeps running)
+#   scripts/services.sh docker-start / docker-stop   only the Docker engine (what `make run` uses)
 #   scripts/services.sh env       print export lines for TEST_POSTGRES_URL / TEST_REDIS_URL
 #
 # Environment:
@@ -13,6 +16,10 @@
 #   SANDLOT_STATE_DIR   (default <repo>/.state; git-ignored)
 #   SANDLOT_PG_BIN      (default: newest /usr/lib/postgresql/*/bin)
 #   SANDLOT_WAIT        seconds to wait for each service to accept connections (default 30)
+#   SANDLOT_DOCKER_WAIT seconds to wait for dockerd to answer (default 90)
+#   SANDLOT_DOCKER_STORAGE_DRIVER  force a storage driver (default: overlay2 if an overlay mount
+#                       works on the data root, else vfs)
+#   SANDLOT_DOCKER_DATA_ROOT       dockerd --data-root (default /var/lib/docker)
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -62,14 +69,26 @@ cmd_install() {
     fi
     command -v chromium >/dev/null 2>&1 || missing+=(chromium)
     pkg_installed fonts-dejavu-core || missing+=(fonts-dejavu-core)
+    mapfile -t -O "${#missing[@]}" missing < <(docker_missing_pkgs)
 
     apt_install "${missing[@]}"
+}
+
+# The Docker engine and what the sandbox image build and network policy need.
+# docker.io brings dockerd, containerd, runc and iptables (nft flavour on Debian 12).
+docker_missing_pkgs() {
+    command -v dockerd >/dev/null 2>&1 || echo docker.io
+    command -v nft >/dev/null 2>&1 || echo nftables
+    command -v ip >/dev/null 2>&1 || echo iproute2
+    command -v debootstrap >/dev/null 2>&1 || echo debootstrap
+    [ -x /bin/busybox ] || echo busybox-static
 }
 
 # What `make run` needs on a fresh Debian machine beyond python3 itself.
 cmd_install_run() {
     local missing=()
     python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+    mapfile -t -O "${#missing[@]}" missing < <(docker_missing_pkgs)
     apt_install "${missing[@]}"
 }
 
@@ -94,9 +113,22 @@ apt_install() {
             "${sudo[@]}" tee /etc/postgresql-common/createcluster.d/sandlot-no-main-cluster.conf \
                 >/dev/null
     fi
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-        "${missing[@]}"
+    # Package scripts must not start daemons (docker.io ships an init script that would
+    # start a second, unmanaged dockerd): we start what we need by hand. Debian's
+    # policy-rc.d hook says no; add one only for this install if the machine has none.
+    local policy=/usr/sbin/policy-rc.d added_policy=0
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\n# sandlot services.sh: no daemon starts during apt-get install\nexit 101\n' |
+            "${sudo[@]}" tee "$policy" >/dev/null
+        "${sudo[@]}" chmod 755 "$policy"
+        added_policy=1
+    fi
+    local rc=0
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q &&
+        "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+            --no-install-recommends "${missing[@]}" || rc=$?
+    [ "$added_policy" -eq 0 ] || "${sudo[@]}" rm -f "$policy"
+    return "$rc"
 }
 
 # ---------------------------------------------------------------- postgres
@@ -283,6 +315,147 @@ redis_stop() {
     fi
 }
 
+# ---------------------------------------------------------------- docker engine
+
+# One dockerd for the machine (decisions 1): reuse one that already answers on the
+# default socket, else start our own by hand (no systemd) and remember its pid.
+DOCKER_SOCK=/var/run/docker.sock
+DOCKER_WAIT="${SANDLOT_DOCKER_WAIT:-90}"
+DOCKER_DATA_ROOT="${SANDLOT_DOCKER_DATA_ROOT:-/var/lib/docker}"
+DOCKERD_PIDFILE="$STATE_DIR/dockerd.pid"
+DOCKERD_LOG="$STATE_DIR/dockerd.log"
+
+docker_answers() {
+    timeout 10 docker -H "unix://$DOCKER_SOCK" version >/dev/null 2>&1
+}
+
+# Prints the pid of the dockerd this script started (pidfile + a live dockerd), or fails.
+dockerd_pid() {
+    [ -f "$DOCKERD_PIDFILE" ] || return 1
+    local pid
+    pid="$(cat "$DOCKERD_PIDFILE" 2>/dev/null)"
+    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+    kill -0 "$pid" 2>/dev/null || return 1
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q '^dockerd ' || return 1
+    echo "$pid"
+}
+
+# Does an overlay mount work on the filesystem that will hold the data root? Mounting
+# one for real is the only honest test (overlay on overlay or on some FUSE/9p roots fails).
+overlay_works() {
+    grep -qw overlay /proc/filesystems 2>/dev/null || modprobe overlay 2>/dev/null || return 1
+    mkdir -p "$DOCKER_DATA_ROOT"
+    local d ok=1
+    d="$(mktemp -d "$DOCKER_DATA_ROOT/.sandlot-overlay-probe.XXXXXX")" || return 1
+    mkdir "$d/lower" "$d/upper" "$d/work" "$d/merged"
+    echo probe >"$d/lower/file"
+    if mount -t overlay overlay \
+        -o "lowerdir=$d/lower,upperdir=$d/upper,workdir=$d/work" "$d/merged" 2>/dev/null; then
+        if [ "$(cat "$d/merged/file" 2>/dev/null)" = probe ] && echo x >"$d/merged/new" 2>/dev/null; then
+            ok=0
+        fi
+        umount "$d/merged" 2>/dev/null || true
+    fi
+    rm -rf "$d"
+    return "$ok"
+}
+
+pick_storage_driver() {
+    if [ -n "${SANDLOT_DOCKER_STORAGE_DRIVER:-}" ]; then
+        echo "$SANDLOT_DOCKER_STORAGE_DRIVER"
+    elif overlay_works; then
+        echo overlay2
+    else
+        echo vfs
+    fi
+}
+
+# Starts dockerd with the given storage driver and waits (bounded) until it answers.
+# Fails, leaving its log, if it exits or does not answer in time.
+dockerd_launch() {
+    local driver="$1"
+    log "starting dockerd (storage driver $driver, data root $DOCKER_DATA_ROOT, log $DOCKERD_LOG)"
+    echo "=== $(date -u +%FT%TZ) services.sh: dockerd --storage-driver=$driver" >>"$DOCKERD_LOG"
+    # setsid: its own session, so a Ctrl-C in the terminal that ran `make` does not kill it.
+    setsid dockerd --host "unix://$DOCKER_SOCK" --data-root "$DOCKER_DATA_ROOT" \
+        --storage-driver "$driver" --exec-opt native.cgroupdriver=cgroupfs \
+        </dev/null >>"$DOCKERD_LOG" 2>&1 &
+    echo "$!" >"$DOCKERD_PIDFILE"
+    local pid=$! i=0
+    until docker_answers; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            rm -f "$DOCKERD_PIDFILE"
+            return 1
+        fi
+        i=$((i + 1))
+        if [ "$i" -ge "$DOCKER_WAIT" ]; then
+            log "dockerd (pid $pid) not answering after ${DOCKER_WAIT}s; stopping it"
+            kill -TERM "$pid" 2>/dev/null || true
+            rm -f "$DOCKERD_PIDFILE"
+            return 1
+        fi
+        sleep 1
+    done
+}
+
+docker_start() {
+    command -v dockerd >/dev/null 2>&1 || die "dockerd not found (run: $0 install)"
+    is_root || die "dockerd must be started as root"
+    mkdir -p "$STATE_DIR"
+    local pid
+    if docker_answers; then
+        if pid="$(dockerd_pid)"; then
+            log "dockerd already running (pid $pid, ours)"
+        else
+            log "reusing the dockerd that answers on $DOCKER_SOCK (not ours; stop leaves it)"
+        fi
+        return 0
+    fi
+    if pid="$(dockerd_pid)"; then
+        die "our dockerd (pid $pid) runs but does not answer on $DOCKER_SOCK (log: $DOCKERD_LOG)"
+    fi
+    if pid="$(pgrep -x dockerd | head -n 1)" && [ -n "$pid" ]; then
+        die "a dockerd (pid $pid) runs but does not answer on $DOCKER_SOCK; only one may run"
+    fi
+    rm -f "$DOCKERD_PIDFILE"
+
+    local driver
+    driver="$(pick_storage_driver)"
+    if ! dockerd_launch "$driver"; then
+        if [ "$driver" = overlay2 ] && [ -z "${SANDLOT_DOCKER_STORAGE_DRIVER:-}" ]; then
+            tail -n 15 "$DOCKERD_LOG" >&2 || true
+            log "dockerd failed with overlay2; retrying with vfs"
+            driver=vfs
+            dockerd_launch "$driver" || { tail -n 30 "$DOCKERD_LOG" >&2; die "dockerd failed to start"; }
+        else
+            tail -n 30 "$DOCKERD_LOG" >&2 || true
+            die "dockerd failed to start (log: $DOCKERD_LOG)"
+        fi
+    fi
+    log "dockerd ready: unix://$DOCKER_SOCK (pid $(cat "$DOCKERD_PIDFILE"), storage driver" \
+        "$(docker -H "unix://$DOCKER_SOCK" info --format '{{.Driver}}' 2>/dev/null))"
+}
+
+docker_stop() {
+    local pid
+    if pid="$(dockerd_pid)"; then
+        log "stopping dockerd (pid $pid)"
+        kill -TERM "$pid"
+        # dockerd stops its containers first (up to 15 s each, in parallel).
+        local i=0
+        while kill -0 "$pid" 2>/dev/null; do
+            i=$((i + 1))
+            [ "$i" -lt $((DOCKER_WAIT * 10)) ] || die "dockerd (pid $pid) did not stop"
+            sleep 0.1
+        done
+        rm -f "$DOCKERD_PIDFILE"
+    elif docker_answers; then
+        log "dockerd not started by this script; leaving it running"
+    else
+        log "dockerd not running"
+    fi
+}
+
 # ---------------------------------------------------------------- main
 
 cmd_env() {
@@ -296,16 +469,20 @@ case "${1:-}" in
     start)
         pg_start
         redis_start
+        docker_start
         ;;
     stop)
         rc=0
+        (docker_stop) || rc=1
         (redis_stop) || rc=1
         (pg_stop) || rc=1
         exit "$rc"
         ;;
+    docker-start) docker_start ;;
+    docker-stop) docker_stop ;;
     env) cmd_env ;;
     *)
-        echo "usage: $0 {install|start|stop|env}" >&2
+        echo "usage: $0 {install|install-run|start|stop|docker-start|docker-stop|env}" >&2
         exit 2
         ;;
 esac
