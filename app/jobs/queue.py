@@ -9,20 +9,45 @@ from concurrent.futures import ThreadPoolExecutor
 from flask import Flask
 
 from app.extensions import db
-from app.models import JobStatus
+from app.models import Job, JobStatus
 from app.services import jobs as job_service
 
 log = logging.getLogger("sandlot.jobs")
 QUEUE_NAME = "sandlot"
 RUNNER = "app.jobs.runner.run_job"
+# A web request enqueues; it must not hang on a Redis that accepts but does not answer.
+ENQUEUE_SOCKET_TIMEOUT = 5
+
+
+def queue_name(app: Flask) -> str:
+    """JOB_QUEUE lets several deployments (or test runs) share one Redis without cross-talk."""
+    return app.config.get("JOB_QUEUE") or QUEUE_NAME
+
+
+def died_reason(exc_type: type[BaseException] | None, timeout_sec: int | None) -> str:
+    """The row's error when a run died outside the kind's own error handling."""
+    from rq.exceptions import AbandonedJobError
+    from rq.timeouts import BaseTimeoutException
+
+    if exc_type is not None and issubclass(exc_type, BaseTimeoutException):
+        return f"Job ran past its timeout ({timeout_sec} s) and was stopped."
+    if exc_type is not None and issubclass(exc_type, AbandonedJobError):
+        return "The worker running this job was lost."
+    name = exc_type.__name__ if exc_type is not None else "worker failure"
+    return f"Job crashed ({name}); see the worker log."
 
 
 def mark_errored(job, connection, exc_type=None, exc_value=None, tb=None) -> None:
-    """RQ failure callback: the run crashed or was killed; make the row say so."""
+    """RQ failure callback: the run crashed or was stopped for its timeout; say so on the row."""
     from app.jobs.runner import run_in_app
 
-    reason = exc_type.__name__ if exc_type else "worker failure"
-    run_in_app(lambda: job_service.finish(job.id, JobStatus.errored, error=f"Job {reason}."))
+    def record() -> None:
+        try:
+            job_service.finish(job.id, JobStatus.errored, error=died_reason(exc_type, job.timeout))
+        finally:
+            db.session.remove()
+
+    run_in_app(record)
 
 
 class RQDispatcher:
@@ -30,6 +55,7 @@ class RQDispatcher:
 
     def __init__(self, app: Flask):
         self.url = app.config["REDIS_URL"]
+        self.name = queue_name(app)
         self.failure_ttl = app.config["JOB_FAILURE_TTL"]
         self._queue = None
 
@@ -39,7 +65,9 @@ class RQDispatcher:
             from redis import Redis
             from rq import Queue
 
-            self._queue = Queue(QUEUE_NAME, connection=Redis.from_url(self.url))
+            connection = Redis.from_url(self.url, socket_connect_timeout=ENQUEUE_SOCKET_TIMEOUT,
+                                        socket_timeout=ENQUEUE_SOCKET_TIMEOUT)
+            self._queue = Queue(self.name, connection=connection)
         return self._queue
 
     def submit(self, job_id: str, timeout: int) -> None:
@@ -58,6 +86,7 @@ class InProcessDispatcher:
     def __init__(self, app: Flask):
         self.app = app
         self._pool: ThreadPoolExecutor | None = None
+        self._reaper_stop: threading.Event | None = None
         self._lock = threading.Lock()
 
     def submit(self, job_id: str, timeout: int) -> None:
@@ -69,29 +98,47 @@ class InProcessDispatcher:
         with self.app.app_context():
             try:
                 run_job(job_id)
-            except Exception:
+            except BaseException as exc:  # the pool thread survives; the row must end
                 log.exception("in-process job %s crashed", job_id)
+                self._mark_died(job_id, type(exc))
+
+    def _mark_died(self, job_id: str, exc_type: type[BaseException]) -> None:
+        """The in-process twin of RQ's failure callback."""
+        try:
+            job = db.session.get(Job, job_id)
+            job_service.finish(job_id, JobStatus.errored,
+                               error=died_reason(exc_type, job.timeout_sec if job else None))
+        except Exception:
+            log.warning("could not mark job %s errored; the reaper will", job_id, exc_info=True)
+        finally:
+            db.session.remove()
 
     def _ensure_started(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._pool is None:
                 workers = self.app.config["INPROCESS_WORKERS"]
                 self._pool = ThreadPoolExecutor(workers, thread_name_prefix="sandlot-job")
-                start_reaper(self.app)
+                self._reaper_stop = threading.Event()
+                start_reaper(self.app, stop=self._reaper_stop)
             return self._pool
 
     def shutdown(self) -> None:
+        """Wait for running jobs and stop the reaper (tests, and a clean process exit)."""
         with self._lock:
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
                 self._pool = None
+            if self._reaper_stop is not None:
+                self._reaper_stop.set()
+                self._reaper_stop = None
 
 
-def start_reaper(app: Flask, interval: float = 30.0) -> threading.Thread:
-    """A daemon thread that fails silent rows every `interval` seconds."""
+def start_reaper(app: Flask, interval: float = 30.0,
+                 stop: threading.Event | None = None) -> threading.Thread:
+    """A daemon thread that fails silent rows every `interval` seconds until `stop` is set."""
+    stop = stop or threading.Event()
 
     def loop() -> None:
-        stop = threading.Event()
         while not stop.wait(interval):
             with app.app_context():
                 try:

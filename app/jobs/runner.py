@@ -2,7 +2,9 @@
 
 `run_job` is what RQ imports and what the in-process worker calls. It takes only the
 id, is safe to call twice (a second call finds the row claimed and returns), and
-always leaves the row terminal unless the process itself dies (the reaper covers that).
+leaves the row terminal when the kind returns or raises an Exception. What escapes it
+(RQ's timeout, SystemExit, ...) reaches the dispatcher, whose failure path marks the row;
+a process that dies outright goes silent and the reaper ends its row.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import threading
 from contextlib import contextmanager
 
 from flask import Flask, current_app, has_app_context
+from rq.timeouts import BaseTimeoutException
 
 from app.extensions import db
 from app.jobs import kinds  # noqa: F401  (registers the job kinds)
@@ -69,6 +72,10 @@ def _call(kind, ctx: JobContext, params: dict, name: str) -> str:
         return JobStatus.errored.value
     try:
         result = kind(ctx, **params)
+    except BaseTimeoutException:
+        # RQ's death penalty: let it reach the worker so RQ records a failure and runs
+        # the on_failure callback, which marks the row (see queue.mark_errored).
+        raise
     except JobFailed as exc:
         job_service.finish(ctx.job_id, JobStatus.failed, error=str(exc))
         return JobStatus.failed.value

@@ -7,7 +7,7 @@ from flask import Flask
 from redis import Redis
 from rq import Queue, SimpleWorker
 
-from app.jobs.queue import QUEUE_NAME, start_reaper
+from app.jobs.queue import queue_name, start_reaper
 
 
 def run_worker(app: Flask, burst: bool = False) -> None:
@@ -17,7 +17,8 @@ def run_worker(app: Flask, burst: bool = False) -> None:
     connection = Redis.from_url(url)
     # SimpleWorker runs jobs in this process, so the app context pushed by the CLI holds;
     # RQ's death penalty still enforces each job's timeout.
-    worker = SimpleWorker([Queue(QUEUE_NAME, connection=connection)], connection=connection)
+    queue = Queue(queue_name(app), connection=connection)
+    worker = SimpleWorker([queue], connection=connection)
     if not burst:
         start_reaper(app)
     worker.work(burst=burst, with_scheduler=False)
