@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import or_, select, update
+from sqlalchemy import func, or_, select, update
 
 from app.errors import Unavailable
 from app.extensions import db
@@ -97,18 +97,23 @@ def finish(job_id: str, status: JobStatus, *, result: dict[str, Any] | None = No
 def reap(heartbeat_grace: int, pending_max: int = 3600) -> int:
     """Mark rows whose worker went silent, ran past their timeout, or never started."""
     now = utcnow()
-    silent = Job.heartbeat_at < now - timedelta(seconds=heartbeat_grace)
+    # A running row that never beat is judged from when it started (or was created).
+    last_sign = func.coalesce(Job.heartbeat_at, Job.started_at, Job.created_at)
+    silent = last_sign < now - timedelta(seconds=heartbeat_grace)
     stale = select(Job).where(or_(
         (Job.status == JobStatus.running) & silent,
         (Job.status == JobStatus.pending) & (Job.created_at < now - timedelta(seconds=pending_max)),
     ))
-    overdue = select(Job).where(Job.status == JobStatus.running)
     reaped = 0
-    for job in list(db.session.scalars(stale)):
-        reason = "the worker went silent" if job.status == JobStatus.running else "never started"
-        reaped += finish(job.id, JobStatus.errored, error=f"Job {reason}.")
+    for job_id, status in [(job.id, job.status) for job in db.session.scalars(stale)]:
+        reason = (f"The worker went silent (no heartbeat for {heartbeat_grace} s)."
+                  if status == JobStatus.running else "Job never started.")
+        reaped += finish(job_id, JobStatus.errored, error=reason)
+    overdue = select(Job).where(Job.status == JobStatus.running, Job.started_at.is_not(None))
     for job in list(db.session.scalars(overdue)):
+        # Past timeout + grace the run is over, whatever its heartbeat says: nothing stops
+        # an in-process run, and a worker may have lost its death penalty.
         limit = job.started_at + timedelta(seconds=job.timeout_sec + heartbeat_grace)
-        if job.started_at is not None and limit < now:
+        if limit < now:
             reaped += finish(job.id, JobStatus.errored, error="Job ran past its timeout.")
     return reaped
