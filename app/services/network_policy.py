@@ -99,7 +99,7 @@ def _domain(value: str, wildcard_ok: bool) -> Target:
     if len(labels) < 2:
         raise TargetError("a domain needs at least two labels, like example.com")
     for label in labels:
-        if not LABEL.match(label):
+        if not LABEL.fullmatch(label):  # fullmatch: `$` would accept a trailing newline
             raise TargetError(f"label {label!r} must be 1-63 letters, digits or '-', "
                               "not starting or ending with '-'")
     return Target(f"*.{name}" if wildcard else name, "domain", wildcard)
@@ -119,15 +119,17 @@ class Problems:
 
 
 def validate(network: Any, backend: str, problems: Problems, path: str = "network") -> dict | None:
-    """Validate `network` for `backend`; return the normalised document to store, or None."""
+    """Validate `network` for `backend`; return the normalised document to store, or None.
+
+    Every problem is added to `problems` (a bad field does not hide the others); the
+    returned document is only meant to be stored when no problem was added.
+    """
     if network is None:
         return None
     if not isinstance(network, dict):
         problems.add(path, "must be an object")
         return None
-    doc = _shape(network, problems, path)
-    if doc is None:
-        return None
+    doc = _fields(network, FIELDS, problems, path)
     _check_backend(doc, backend, problems, path)
     allow = _check_allow(doc["allow_out"], problems, f"{path}.allow_out")
     deny = _check_deny(doc["deny_out"], problems, f"{path}.deny_out")
@@ -136,45 +138,57 @@ def validate(network: Any, backend: str, problems: Problems, path: str = "networ
         problems.add(f"{path}.allow_out", "Domains in allow_out need a deny-all fallback: turn on "
                      "deny_egress_by_default or add 0.0.0.0/0 to deny_out; otherwise "
                      "destinations not learned through DNS stay open.")
-    _check_cube_rules(doc["cube_rules"], problems, f"{path}.cube_rules")
-    _check_e2b_rules(doc["e2b_host_rules"], allow, problems, f"{path}.e2b_host_rules")
+    doc["cube_rules"] = _check_cube_rules(doc["cube_rules"], problems, f"{path}.cube_rules")
+    doc["e2b_host_rules"] = _check_e2b_rules(doc["e2b_host_rules"], allow, problems,
+                                             f"{path}.e2b_host_rules")
     doc["allow_public_inbound"] = False  # legacy: accepted, never stored as true
     return doc
 
 
+# Field name -> expected type; a missing or null field takes the type's empty value.
 FIELDS = {
     "deny_egress_by_default": bool, "allow_public_inbound": bool, "allow_out": list,
     "deny_out": list, "cube_rules": list, "e2b_host_rules": list,
 }
+CUBE_RULE_FIELDS = {
+    "name": str, "scheme": str, "sni": str, "host": str, "methods": list, "path": str,
+    "deny": bool, "audit": str, "inject": list,
+}
+INJECT_FIELDS = {"header": str, "secret": str, "format": str}
+E2B_RULE_FIELDS = {"host": str, "headers": dict}
+TYPE_NAMES = {bool: "true or false", list: "a list", str: "a string", dict: "an object"}
 
 
-def _shape(network: dict, problems: Problems, path: str) -> dict | None:
-    doc: dict[str, Any] = {"deny_egress_by_default": False, "allow_public_inbound": False,
-                           "allow_out": [], "deny_out": [], "cube_rules": [], "e2b_host_rules": []}
-    ok = True
-    for key, value in network.items():
-        expected = FIELDS.get(key)
+def _fields(raw: dict, spec: dict[str, type], problems: Problems, path: str) -> dict[str, Any]:
+    """`raw` reduced to the fields of `spec`, each of the right type or its empty value.
+
+    Unknown fields and wrong types are reported, so the stored shape is always complete
+    and well typed (masking, merging and resolution rely on it).
+    """
+    doc: dict[str, Any] = {key: kind() for key, kind in spec.items()}
+    for key, value in raw.items():
+        expected = spec.get(key)
         if expected is None:
             problems.add(f"{path}.{key}", "Unknown field.")
-            ok = False
         elif value is None:
             continue
         elif not isinstance(value, expected):
-            kind = "a list" if expected is list else "true or false"
-            problems.add(f"{path}.{key}", f"must be {kind}")
-            ok = False
+            problems.add(f"{path}.{key}", f"must be {TYPE_NAMES[expected]}")
         else:
             doc[key] = value
-    return doc if ok else None
+    return doc
 
 
 def _check_backend(doc: dict, backend: str, problems: Problems, path: str) -> None:
-    if backend != "cube" and doc["cube_rules"]:
-        problems.add(f"{path}.cube_rules", f"Cube HTTP rules apply only to the cube backend; "
-                     f"clear them for {backend}.")
-    if backend != "e2b" and doc["e2b_host_rules"]:
-        problems.add(f"{path}.e2b_host_rules", f"E2B host rules apply only to the e2b backend; "
-                     f"clear them for {backend}.")
+    """Reference 4.2 rule 2 with decisions 5: Docker enforces allow_out and deny_out
+    itself, but has no L7 rules. The reference restricts only Docker, so cube_rules on
+    an e2b config (or e2b_host_rules on a cube one) are validated, not refused."""
+    if backend != "docker":
+        return
+    for key in ("cube_rules", "e2b_host_rules"):
+        if doc[key]:
+            problems.add(f"{path}.{key}", f"The docker backend does not support {key}: clear "
+                         "them, or switch this config to cube or e2b.")
 
 
 def _entries(values: list, problems: Problems, path: str, wildcard_ok: bool):
@@ -225,25 +239,29 @@ def has_control(value: str) -> bool:
     return any(ch in value for ch in "\r\n\0")
 
 
-def _check_cube_rules(rules: list, problems: Problems, path: str) -> None:
+def _check_cube_rules(rules: list, problems: Problems, path: str) -> list[dict[str, Any]]:
     names: set[str] = set()
-    for index, rule in enumerate(rules):
+    out = []
+    for index, raw in enumerate(rules):
         where = f"{path}[{index}]"
-        if not isinstance(rule, dict):
+        if not isinstance(raw, dict):
             problems.add(where, "must be an object")
             continue
-        name = _text(rule.get("name"))
+        rule = _fields(raw, CUBE_RULE_FIELDS, problems, where)
+        name = rule["name"].strip()
         if not name:
             problems.add(f"{where}.name", "is required")
         elif name in names:
             problems.add(f"{where}.name", f"duplicate rule name {name!r}")
         names.add(name)
         _check_cube_match(rule, problems, where)
-        _check_inject(rule, problems, where)
+        rule["inject"] = _check_inject(rule, problems, where)
+        out.append(rule)
+    return out
 
 
 def _check_cube_match(rule: dict, problems: Problems, where: str) -> None:
-    host, sni = _text(rule.get("host")), _text(rule.get("sni"))
+    host, sni = rule["host"].strip(), rule["sni"].strip()
     if not host and not sni:
         problems.add(where, "needs a host or an sni: rules without one are never reached")
     if host:
@@ -252,54 +270,53 @@ def _check_cube_match(rule: dict, problems: Problems, where: str) -> None:
         target = _classify_into(sni, f"{where}.sni", problems)
         if target is not None and target.kind != "domain":
             problems.add(f"{where}.sni", "must be a domain, not an IP")
-    if _text(rule.get("scheme")).lower() not in SCHEMES:
+    if rule["scheme"].strip().lower() not in SCHEMES:
         problems.add(f"{where}.scheme", "must be http or https (or empty)")
-    if _text(rule.get("audit")).lower() not in AUDIT_LEVELS:
+    if rule["audit"].strip().lower() not in AUDIT_LEVELS:
         problems.add(f"{where}.audit", "must be none, metadata or full (or empty)")
-    methods = rule.get("methods") or []
-    if not isinstance(methods, list):
-        problems.add(f"{where}.methods", "must be a list")
-        return
-    for m_index, method in enumerate(methods):
+    for m_index, method in enumerate(rule["methods"]):
         if _text(method).upper() not in HTTP_METHODS:
             problems.add(f"{where}.methods[{m_index}]",
                          f"must be one of {' '.join(sorted(HTTP_METHODS))}")
 
 
-def _check_inject(rule: dict, problems: Problems, where: str) -> None:
-    inject = rule.get("inject") or []
-    if not isinstance(inject, list):
-        problems.add(f"{where}.inject", "must be a list")
-        return
+def _check_inject(rule: dict, problems: Problems, where: str) -> list[dict[str, Any]]:
     headers: set[str] = set()
-    for i_index, item in enumerate(inject):
+    out = []
+    for i_index, raw in enumerate(rule["inject"]):
         at = f"{where}.inject[{i_index}]"
-        if not isinstance(item, dict):
+        if not isinstance(raw, dict):
             problems.add(at, "must be an object")
             continue
-        header = _text(item.get("header"))
+        item = _fields(raw, INJECT_FIELDS, problems, at)
+        header = item["header"].strip()
         if not is_http_token(header):
             problems.add(f"{at}.header", "must be a valid HTTP header name")
         elif header in headers:
             problems.add(f"{at}.header", f"duplicate header {header!r} in this rule")
         headers.add(header)
         for key in ("secret", "format"):
-            if has_control(str(item.get(key) or "")):
+            if has_control(item[key]):
                 problems.add(f"{at}.{key}", "must not contain CR, LF or NUL")
-        if rule.get("deny") is True and item.get("secret"):
+        if rule["deny"] and item["secret"]:
             problems.add(f"{at}.secret", "a deny rule never injects: remove the secret")
+        out.append(item)
+    return out
 
 
-def _check_e2b_rules(rules: list, allow: list[Target], problems: Problems, path: str) -> None:
+def _check_e2b_rules(rules: list, allow: list[Target], problems: Problems,
+                     path: str) -> list[dict[str, Any]]:
     if len(rules) > E2B_MAX_RULES:
         problems.add(path, f"at most {E2B_MAX_RULES} host rules")
     seen: set[str] = set()
-    for index, rule in enumerate(rules):
+    out = []
+    for index, raw in enumerate(rules):
         where = f"{path}[{index}]"
-        if not isinstance(rule, dict):
+        if not isinstance(raw, dict):
             problems.add(where, "must be an object")
             continue
-        host = _text(rule.get("host"))
+        rule = _fields(raw, E2B_RULE_FIELDS, problems, where)
+        host = rule["host"].strip()
         if not host:
             problems.add(f"{where}.host", "is required")
         elif len(host) > E2B_MAX_HOST:
@@ -308,7 +325,9 @@ def _check_e2b_rules(rules: list, allow: list[Target], problems: Problems, path:
             target = _classify_into(host, f"{where}.host", problems)
             if target is not None:
                 _check_e2b_host(target, allow, seen, problems, f"{where}.host")
-        _check_e2b_headers(rule.get("headers"), problems, f"{where}.headers")
+        _check_e2b_headers(rule["headers"], problems, f"{where}.headers")
+        out.append(rule)
+    return out
 
 
 def _check_e2b_host(target: Target, allow: list[Target], seen: set[str], problems: Problems,
@@ -334,17 +353,12 @@ def covered(key: str, allow: list[Target]) -> bool:
     return False
 
 
-def _check_e2b_headers(headers: Any, problems: Problems, where: str) -> None:
-    if headers is None:
-        return
-    if not isinstance(headers, dict):
-        problems.add(where, "must be an object of header name to value")
-        return
+def _check_e2b_headers(headers: dict, problems: Problems, where: str) -> None:
     if len(headers) > E2B_MAX_HEADERS:
         problems.add(where, f"at most {E2B_MAX_HEADERS} headers")
     for name, value in headers.items():
         at = f"{where}.{name}"
-        clean = name.strip()
+        clean = str(name).strip()
         if not clean:
             problems.add(at, "header name must not be empty")
         elif len(clean) > E2B_MAX_HEADER_NAME:
@@ -372,22 +386,23 @@ def _text(value: Any) -> str:
 
 
 def canonical_deny_out(deny_out: list[str]) -> list[str]:
-    """Every IPv4 /0 becomes exactly 0.0.0.0/0 (providers string-match it)."""
+    """Every IPv4 /0 becomes exactly 0.0.0.0/0 (providers string-match it); other
+    entries pass through unchanged."""
     out = []
     for entry in deny_out:
         try:
-            target = classify(entry, wildcard_ok=False)
+            target = classify(entry, wildcard_ok=False) if isinstance(entry, str) else None
         except TargetError:
-            out.append(entry)
-            continue
-        out.append(DENY_ALL if target.is_deny_all else entry)
+            target = None
+        out.append(DENY_ALL if target is not None and target.is_deny_all else entry)
     return out
 
 
 def denies_by_default(network: dict | None) -> bool:
     """deny_egress_by_default, or any IPv4 /0 in deny_out: the two forms are equivalent."""
-    if not network:
+    if not isinstance(network, dict):
         return False
-    return bool(network.get("deny_egress_by_default")) or DENY_ALL in canonical_deny_out(
-        network.get("deny_out") or []
+    deny_out = network.get("deny_out")
+    return network.get("deny_egress_by_default") is True or DENY_ALL in canonical_deny_out(
+        deny_out if isinstance(deny_out, list) else []
     )
