@@ -1,7 +1,7 @@
-"""The server-rendered dashboard (Jinja2 + htmx)."""
+"""The server-rendered console (Jinja2 + htmx): one URL serves a page or its fragment."""
 
 from flask import Blueprint
 
 bp = Blueprint("web", __name__)
 
-from app.web import auth, dashboard  # noqa: E402,F401
+from app.web import _format, account, api_keys, auth, dashboard, jobs, members  # noqa: E402,F401

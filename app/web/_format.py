@@ -1,0 +1,73 @@
+"""Template filters and globals for the HTML views: dates, roles, audit event sentences."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from flask import g
+
+from app.models import AuditEvent, Role
+from app.models.types import utcnow
+from app.web import bp
+
+
+@bp.app_context_processor
+def globals_for_templates() -> dict[str, Any]:
+    who = g.get("principal")
+    signed_in = who is not None and who.user is not None
+    return {
+        "Role": Role,
+        "is_admin": bool(signed_in and who.role.at_least(Role.admin)),
+    }
+
+
+@bp.app_template_filter("datetime")
+def format_datetime(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M UTC") if value else "—"
+
+
+@bp.app_template_filter("date")
+def format_date(value: datetime | None) -> str:
+    return f"{value.day} {value.strftime('%b %Y')}" if value else "—"
+
+
+@bp.app_template_filter("ago")
+def format_ago(value: datetime | None, now: datetime | None = None) -> str:
+    """A short relative time for recent moments; the date for older ones."""
+    if value is None:
+        return "never"
+    seconds = int(((now or utcnow()) - value).total_seconds())
+    if seconds < 45:
+        return "just now"
+    if seconds < 3600:
+        return f"{max(1, round(seconds / 60))} min ago"
+    if seconds < 86400:
+        return f"{seconds // 3600} h ago"
+    if seconds < 2 * 86400:
+        return "yesterday"
+    if seconds < 7 * 86400:
+        return f"{seconds // 86400} days ago"
+    return format_date(value)
+
+
+_SENTENCES = {
+    "member.added": "added {email} as {role}",
+    "member.role_changed": "changed {email} from {from} to {to}",
+    "member.removed": "removed {email} ({role})",
+    "api_key.created": "created API key “{name}” (sl_{prefix}_…)",
+    "api_key.revoked": "revoked API key “{name}” (sl_{prefix}_…)",
+}
+
+
+@bp.app_template_filter("describe")
+def describe_event(event: AuditEvent) -> str:
+    """What happened, as a short sentence; unknown actions fall back to their code."""
+    template = _SENTENCES.get(event.action)
+    if template:
+        try:
+            return template.format(**(event.data or {}))
+        except (KeyError, IndexError):
+            pass
+    target = f" {event.object_type} {event.object_id}" if event.object_id else ""
+    return f"{event.action}{target}"

@@ -1,0 +1,130 @@
+"""Members: who belongs to the workspace, with which role; add, change role, remove."""
+
+from __future__ import annotations
+
+from flask import flash, redirect, url_for
+from flask_wtf import FlaskForm
+from wtforms import EmailField, PasswordField, SelectField
+from wtforms.fields.choices import SelectChoice
+from wtforms.validators import DataRequired, Length, Optional, Regexp
+
+from app.auth.guards import guard
+from app.errors import AppError
+from app.extensions import db, htmx
+from app.models import Membership, Role
+from app.services import members as member_service
+from app.tenancy import current_tenant, get_or_404, principal
+from app.web import bp
+from app.web._helpers import attach_error, done, page_or_fragment
+
+ROLE_LABELS = [(role.value, role.value.capitalize()) for role in Role]
+
+
+def grantable_roles(actor_role: Role) -> list[tuple[str, str]]:
+    """Roles the actor may hand out: only an owner can make an owner."""
+    return [(value, label) for value, label in ROLE_LABELS
+            if value != Role.owner.value or actor_role == Role.owner]
+
+
+class AddMemberForm(FlaskForm):
+    email = EmailField("Email", validators=[
+        DataRequired(message="Enter their email address."), Length(max=254),
+        Regexp(r"^[^@\s]+@[^@\s]+$", message="Enter an email address."),
+    ])
+    role = SelectField("Role", default=Role.viewer.value)
+    password = PasswordField("Initial password", validators=[Optional(), Length(max=1024)])
+
+    def __init__(self, actor_role: Role, **kwargs):
+        super().__init__(**kwargs)
+        self.role.choices = [SelectChoice(v, label) for v, label in grantable_roles(actor_role)]
+
+
+class RoleForm(FlaskForm):
+    role = SelectField("Role", choices=[SelectChoice(v, label) for v, label in ROLE_LABELS])
+
+
+def _context(form: AddMemberForm | None = None) -> dict:
+    who = principal()
+    return {
+        "tenant": current_tenant(), "memberships": member_service.list_members(current_tenant()),
+        "form": form or AddMemberForm(who.role, formdata=None), "actor_role": who.role,
+        "roles": grantable_roles(who.role), "me": who.user,
+    }
+
+
+@bp.get("/members")
+@guard(Role.admin)
+def members():
+    return page_or_fragment("members/index.html", "members/_table.html", **_context())
+
+
+@bp.post("/members")
+@guard(Role.admin)
+def add_member():
+    who = principal()
+    form = AddMemberForm(who.role)
+    status = 400
+    if form.validate_on_submit():
+        try:
+            membership = member_service.add_member(
+                current_tenant(), who, who.role, form.email.data, Role(form.role.data),
+                form.password.data or None,
+            )
+        except AppError as err:
+            attach_error(form, err)
+            status = err.status
+        else:
+            message = f"Added {membership.user.email} as {membership.role.value}."
+            return done(message, "members/_panel.html", url_for("web.members"), **_context())
+    return page_or_fragment("members/index.html", "members/_panel.html", status,
+                            **_context(form))
+
+
+@bp.post("/members/<int:membership_id>/role")
+@guard(Role.admin)
+def change_member_role(membership_id: int):
+    membership = get_or_404(Membership, membership_id, "member")
+    form = RoleForm()
+    if not form.validate_on_submit():
+        return _failed("Choose one of the listed roles.", 400)
+    who = principal()
+    try:
+        member_service.change_role(current_tenant(), who, who.role, membership,
+                                   Role(form.role.data))
+    except AppError as err:
+        return _failed(err.message, err.status)
+    message = f"{membership.user.email} is now {membership.role.value}."
+    if membership.user_id == who.user.id and not membership.role.at_least(Role.admin):
+        return _left(message)
+    return done(message, "members/_table.html", url_for("web.members"), **_context())
+
+
+@bp.post("/members/<int:membership_id>/remove")
+@guard(Role.admin)
+def remove_member(membership_id: int):
+    membership = get_or_404(Membership, membership_id, "member")
+    who = principal()
+    email, yourself = membership.user.email, membership.user_id == who.user.id
+    try:
+        member_service.remove_member(current_tenant(), who, who.role, membership)
+    except AppError as err:
+        return _failed(err.message, err.status)
+    message = f"Removed {email} from {current_tenant().name}."
+    if yourself:
+        return _left(message)
+    return done(message, "members/_table.html", url_for("web.members"), **_context())
+
+
+def _failed(message: str, status: int):
+    """Re-render the table as it really is (the select may show a rejected value)."""
+    db.session.rollback()
+    return done(message, "members/_table.html", url_for("web.members"), status,
+                category="error", **_context())
+
+
+def _left(message: str):
+    """The actor just gave up their own admin access: leave the members page."""
+    flash(message, "success")
+    if htmx:
+        return "", 204, {"HX-Redirect": url_for("web.dashboard")}
+    return redirect(url_for("web.dashboard"))
