@@ -1,0 +1,304 @@
+"""Routes read from url_map, URLs filled with real rows, example bodies, and a database
+fingerprint that tells whether a request wrote anything."""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import cache
+from typing import Any
+
+from flask import Flask, url_for
+from itsdangerous import URLSafeTimedSerializer
+from sqlalchemy import select
+from werkzeug.routing import Rule
+
+from app import create_app
+from app.auth.guards import Guard
+from app.extensions import db
+from app.models import ApiKey, Job, JobStatus
+from app.security import apikeys
+from app.services.api_keys import CAPABILITIES
+from tests import factories
+
+SKIPPED_ENDPOINTS = {"static"}
+IGNORED_METHODS = {"HEAD", "OPTIONS"}
+MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
+# Columns a request may legitimately touch without "writing" anything the caller asked for.
+VOLATILE_COLUMNS = {("api_keys", "last_used_at")}
+
+
+@dataclass(frozen=True)
+class Route:
+    endpoint: str
+    rule: str
+    method: str
+    arguments: tuple[str, ...]
+    guard: Guard | None
+    public: bool
+
+    @property
+    def id(self) -> str:
+        return f"{self.method} {self.rule}"
+
+    @property
+    def is_api(self) -> bool:
+        return self.rule.startswith("/api/")
+
+    @property
+    def mutating(self) -> bool:
+        return self.method in MUTATING
+
+
+def iter_routes(app: Flask) -> list[Route]:
+    """Every (rule, method) of the app except `static`, in a stable order."""
+    found = []
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint in SKIPPED_ENDPOINTS:
+            continue
+        view = app.view_functions[rule.endpoint]
+        for method in sorted((rule.methods or set()) - IGNORED_METHODS):
+            found.append(Route(
+                endpoint=rule.endpoint, rule=rule.rule, method=method,
+                arguments=tuple(sorted(rule.arguments)), guard=getattr(view, "guard", None),
+                public=bool(getattr(view, "public", False)),
+            ))
+    return sorted(found, key=lambda r: (r.rule, r.method))
+
+
+@cache
+def collection_app() -> Flask:
+    """An app built at import time only to read its url_map (create_app does no I/O)."""
+    return create_app({"ENV": "testing"})
+
+
+def route_id(route: Route) -> str:
+    return route.id
+
+
+def view_of(app: Flask, route: Route) -> Callable:
+    return app.view_functions[route.endpoint]
+
+
+def rule_of(app: Flask, route: Route) -> Rule:
+    return next(r for r in app.url_map.iter_rules()
+                if r.endpoint == route.endpoint and r.rule == route.rule)
+
+
+# ---------------------------------------------------------------- path parameters
+
+def _member_id(world: factories.TenantUsers) -> int:
+    # The viewer's membership: removing or re-roling it is a legal, visible write.
+    return world.membership(world.viewer).id
+
+
+def _key_id(world: factories.TenantUsers) -> int:
+    key, _ = factories.make_key(world.tenant, name="sweep target key")
+    return key.id
+
+
+def _job_id(world: factories.TenantUsers) -> str:
+    job = Job(id=str(uuid.uuid4()), tenant_id=world.tenant.id, kind="audit_export",
+              status=JobStatus.succeeded, percent=100, stage="done", log="", params={},
+              result={"rows": 0}, timeout_sec=60, finished_at=datetime.now(UTC))
+    db.session.add(job)
+    db.session.commit()
+    return job.id
+
+
+def _tenant_id(world: factories.TenantUsers) -> int:
+    return world.tenant.id
+
+
+# url_map parameter name -> a real row of the given tenant (its id is what goes in the URL).
+# A route with a parameter missing here fails the sweep: add a factory for it.
+PARAM_ROWS: dict[str, Callable[[factories.TenantUsers], Any]] = {
+    "member_id": _member_id,
+    "membership_id": _member_id,
+    "key_id": _key_id,
+    "job_id": _job_id,
+    "tenant_id": _tenant_id,
+}
+
+
+def unknown_params(route: Route) -> list[str]:
+    return [name for name in route.arguments if name not in PARAM_ROWS]
+
+
+@dataclass
+class Rows:
+    """Per-tenant cache of the rows that path parameters point at."""
+
+    world: factories.TenantUsers
+    cache: dict[str, Any] = field(default_factory=dict)
+
+    def values(self, route: Route) -> dict[str, Any]:
+        missing = unknown_params(route)
+        if missing:
+            raise LookupError(
+                f"{route.id} has path parameter(s) {missing} the sweep does not know; add a "
+                "factory of a tenant-owned row to PARAM_ROWS in tests/sweeps/routes.py")
+        for name in route.arguments:
+            if name not in self.cache:
+                self.cache[name] = PARAM_ROWS[name](self.world)
+        return {name: self.cache[name] for name in route.arguments}
+
+
+def build_path(app: Flask, route: Route, values: dict[str, Any]) -> str:
+    return rule_of(app, route).build(values, append_unknown=False)[1]
+
+
+def login_path(app: Flask) -> str:
+    with app.test_request_context():
+        return url_for(app.login_manager.login_view)
+
+
+# ---------------------------------------------------------------- bodies
+
+def _example_from_schema(schema: dict[str, Any], defs: dict[str, Any]) -> Any:
+    if "$ref" in schema:
+        return _example_from_schema(defs[schema["$ref"].rsplit("/", 1)[-1]], defs)
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return schema["enum"][-1]
+    if "default" in schema:
+        return schema["default"]
+    if "anyOf" in schema:
+        options = [s for s in schema["anyOf"] if s.get("type") != "null"]
+        return _example_from_schema(options[0], defs) if options else None
+    kind = schema.get("type")
+    if kind == "object":
+        required = set(schema.get("required", []))
+        return {name: _example_from_schema(sub, defs)
+                for name, sub in schema.get("properties", {}).items() if name in required}
+    if kind == "array":
+        return []
+    if kind == "integer":
+        return max(1, schema.get("minimum", 1))
+    if kind == "number":
+        return 1.0
+    if kind == "boolean":
+        return True
+    if schema.get("format") == "email":
+        return f"sweep-{secrets.token_hex(3)}@example.test"
+    if schema.get("format") == "date-time":
+        return (datetime.now(UTC) + timedelta(days=30)).isoformat()
+    return "sweep".ljust(schema.get("minLength", 1), "x")
+
+
+def _new_email() -> str:
+    return f"new-{secrets.token_hex(4)}@sweep.test"
+
+
+# Hand-written bodies where a generic example would be refused before doing anything.
+# Each takes (the caller's tenant world, a secret to put where secrets go).
+EXAMPLES: dict[str, Callable[[factories.TenantUsers, str], dict[str, Any]]] = {
+    "api.login": lambda w, secret: {"email": w.owner.email, "password": secret},
+    "api.add_member": lambda w, secret: {"email": _new_email(), "role": "viewer",
+                                         "password": secret},
+    "api.change_role": lambda w, secret: {"role": "contributor"},
+    "api.create_api_key": lambda w, secret: {"name": "sweep key", "full_access": True},
+}
+
+
+def example_json(app: Flask, route: Route, world: factories.TenantUsers,
+                 secret: str = "sweep-Password-123") -> dict[str, Any] | None:
+    """A plausible JSON body for an API route (None when the route takes no body)."""
+    if route.endpoint in EXAMPLES:
+        return EXAMPLES[route.endpoint](world, secret)
+    info = getattr(view_of(app, route), "api_doc", None)
+    if info is None or info.request is None:
+        return {} if route.mutating else None
+    schema = info.request.model_json_schema()
+    return _example_from_schema(schema, schema.get("$defs", {}))
+
+
+# ---------------------------------------------------------------- keys and CSRF
+
+def pepper(app: Flask) -> str:
+    return app.config.get("API_KEY_PEPPER") or app.config["SECRET_KEY"]
+
+
+def key_kinds() -> list[str]:
+    """The kinds of API key the sweep holds: full access, each capability, and none."""
+    return ["full", *(f"cap:{c}" for c in CAPABILITIES), "bare"]
+
+
+def make_key_of_kind(app: Flask, tenant, kind: str) -> str:
+    """A usable key of `tenant`; `bare` has neither full access nor any capability."""
+    if kind == "full":
+        return factories.make_key(tenant, name="sweep full")[1]
+    if kind.startswith("cap:"):
+        return factories.make_key(tenant, full_access=False, capabilities=(kind[4:],),
+                                  name=f"sweep {kind}")[1]
+    # The service refuses a key without scope; insert one directly to test the guard.
+    material = apikeys.new_key()
+    db.session.add(ApiKey(tenant_id=tenant.id, name="sweep bare", prefix=material.prefix,
+                          digest=apikeys.digest(material.plaintext, pepper(app)),
+                          full_access=False, capabilities=[]))
+    db.session.commit()
+    return material.plaintext
+
+
+def key_should_pass(policy: str, kind: str) -> bool:
+    """The reference's key policy, written out independently of `Guard.key_allows`."""
+    if policy == "refused":
+        return False
+    if policy == "any_key":
+        return True
+    if policy == "full_access":
+        return kind == "full"
+    return kind in ("full", f"cap:{policy}")
+
+
+def csrf_token(app: Flask, client) -> str:
+    """A valid CSRF token for `client`'s session, without rendering any page."""
+    with client.session_transaction() as session:
+        raw = session.setdefault("csrf_token", secrets.token_hex(20))
+    secret = app.config.get("WTF_CSRF_SECRET_KEY") or app.secret_key
+    return URLSafeTimedSerializer(secret, salt="wtf-csrf-token").dumps(raw)
+
+
+def call(app: Flask, client, method: str, path: str, *, headers: dict | None = None,
+         json: Any = None, data: Any = None, csrf: bool = False):
+    """One request in its own app context, as a real server would run it.
+
+    The test's own app context is otherwise reused by the test client, and `g` (the
+    principal, Flask-Login's cached user, the CSRF token) would leak between requests.
+    """
+    headers = dict(headers or {})
+    if csrf:
+        token = csrf_token(app, client)
+        headers["X-CSRFToken"] = token
+        if json is None:
+            data = {**(data or {}), "csrf_token": token}
+    with app.app_context():
+        response = client.open(path, method=method, headers=headers, json=json, data=data)
+        response.get_data()  # buffer the body before the context goes
+        return response
+
+
+# ---------------------------------------------------------------- writes
+
+def fingerprint() -> dict[str, list[tuple]]:
+    """Every row of every table (minus volatile columns), read on a fresh connection."""
+    state: dict[str, list[tuple]] = {}
+    with db.engine.connect() as conn:
+        for table in db.metadata.sorted_tables:
+            columns = [c for c in table.columns if (table.name, c.name) not in VOLATILE_COLUMNS]
+            query = select(*columns).order_by(*table.primary_key.columns)
+            state[table.name] = [tuple(row) for row in conn.execute(query)]
+    return state
+
+
+def describe_change(before: dict[str, list[tuple]], after: dict[str, list[tuple]]) -> str:
+    changed = []
+    for name in before:
+        if before[name] != after[name]:
+            changed.append(f"{name}: {len(before[name])} -> {len(after[name])} rows"
+                           if len(before[name]) != len(after[name]) else f"{name}: rows changed")
+    return ", ".join(changed)

@@ -1,0 +1,271 @@
+"""Every route in url_map answers its guard: no credentials, too-low roles, API-key policies
+and foreign ids, checked generically so that routes added later are swept too."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import pytest
+
+from app.models import ROLE_ORDER
+from tests.sweeps import routes, world
+from tests.sweeps.routes import Route
+
+ALL_ROUTES = routes.iter_routes(routes.collection_app())
+GUARDED = [r for r in ALL_ROUTES if r.guard is not None]
+
+
+def test_every_endpoint_has_a_guard_or_is_public(app):
+    problems = []
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint in routes.SKIPPED_ENDPOINTS:
+            continue
+        view = app.view_functions[rule.endpoint]
+        guarded, public = hasattr(view, "guard"), getattr(view, "public", False) is True
+        if not guarded and not public:
+            problems.append(f"{rule.rule} ({rule.endpoint}): neither @guard(...) nor @public")
+        if guarded and public:
+            problems.append(f"{rule.rule} ({rule.endpoint}): both @guard and @public")
+    assert not problems, "\n".join(problems)
+
+
+def test_sweep_sees_the_same_routes_as_the_test_app(app):
+    assert routes.iter_routes(app) == ALL_ROUTES
+
+
+def test_every_path_parameter_has_a_row_factory(app):
+    unknown = [f"{r.id}: {routes.unknown_params(r)}" for r in routes.iter_routes(app)
+               if routes.unknown_params(r)]
+    assert not unknown, (
+        "routes with path parameters the sweep cannot fill; add a factory of a tenant-owned "
+        "row to PARAM_ROWS in tests/sweeps/routes.py:\n" + "\n".join(unknown))
+
+
+def test_public_get_routes_answer_anonymous_callers(app, client):
+    for route in ALL_ROUTES:
+        if not route.public or route.method != "GET" or route.arguments:
+            continue
+        response = routes.call(app, client, "GET", route.rule)
+        assert response.status_code not in (401, 403), route.id
+        assert urlsplit(response.headers.get("Location", "")).path != routes.login_path(app)
+
+
+# Reference section 2.3, the route guard table: (method, path, minimum role, key policy).
+# Routes appear here before they exist; each is checked once url_map has it.
+V, A, AUTH = "viewer", "admin", None
+REFERENCE_GUARDS = [
+    ("GET", "/sandbox-configs", V, "full_access"),
+    ("PUT", "/sandbox-configs/workspace-policy", A, "full_access"),
+    ("POST", "/sandbox-configs/templates/query", A, "full_access"),
+    ("POST", "/sandbox-configs", A, "full_access"),
+    ("GET", "/sandbox-configs/:id", V, "full_access"),
+    ("PUT", "/sandbox-configs/:id", A, "full_access"),
+    ("DELETE", "/sandbox-configs/:id", A, "full_access"),
+    ("GET", "/sandbox-configs/:id/sandboxes", A, "full_access"),
+    ("GET", "/sandbox-configs/:id/skills", A, "full_access"),
+    ("POST", "/sandbox-configs/:id/skills", A, "full_access"),
+    ("GET", "/sandbox-configs/:id/skills/:skillId", A, "full_access"),
+    ("PATCH", "/sandbox-configs/:id/skills/:skillId", A, "full_access"),
+    ("DELETE", "/sandbox-configs/:id/skills/:skillId", A, "full_access"),
+    ("GET", "/sandbox-configs/:id/skills/:skillId/files", A, "full_access"),
+    ("GET", "/sandbox-configs/:id/skills/:skillId/files/content", A, "full_access"),
+    ("POST", "/sandbox-configs/:id/skills/:skillId/reinstall", A, "full_access"),
+    ("POST", "/sandbox-configs/:id/skills/:skillId/stop", A, "full_access"),
+    ("GET", "/sandbox-configs/:id/skills/:skillId/guidance", A, "full_access"),
+    ("POST", "/sandbox-configs/:id/skills/:skillId/guidance", A, "full_access"),
+    ("GET", "/sandbox-configs/:id/skills/:skillId/install-events", A, "full_access"),
+    ("GET", "/sandbox-configs/:id/skills/:skillId/transcript", A, "full_access"),
+    ("GET", "/skills", V, "refused"),
+    ("GET", "/skills/catalog", V, "refused"),
+    ("POST", "/skills/catalog", A, "full_access"),
+    ("POST", "/skills/catalog/:id/install", A, "full_access"),
+    ("GET", "/skills/catalog/:id/files", A, "full_access"),
+    ("GET", "/skills/catalog/:id/files/content", A, "full_access"),
+    ("DELETE", "/skills/catalog/:id", A, "full_access"),
+    ("PUT", "/skills/catalog/:id/categories", A, "full_access"),
+    ("POST", "/system/sandbox-check", A, "manage_vector_stores"),
+    ("GET", "/me/env-vars", AUTH, "refused"),
+    ("PUT", "/me/env-vars/skill", AUTH, "refused"),
+    ("DELETE", "/me/env-vars/skill", AUTH, "refused"),
+    ("PUT", "/me/env-vars/sandbox", AUTH, "refused"),
+    ("DELETE", "/me/env-vars/sandbox", AUTH, "refused"),
+]
+
+
+def _shape(path: str) -> tuple[str, ...]:
+    """Path segments with every parameter (`:id` or `<int:id>`) reduced to `*`."""
+    return tuple("*" if p.startswith((":", "<")) else p for p in path.strip("/").split("/"))
+
+
+def test_guards_follow_the_reference_table():
+    by_shape = {(r.method, _shape(r.rule.removeprefix("/api/v1"))): r
+                for r in ALL_ROUTES if r.is_api}
+    problems = []
+    for method, path, role, policy in REFERENCE_GUARDS:
+        route = by_shape.get((method, _shape(path)))
+        if route is None:
+            continue  # not built yet
+        guard = route.guard
+        actual = (guard.role.value if guard and guard.role else None, guard and guard.api_key)
+        if guard is None or actual != (role, policy):
+            problems.append(f"{method} {path}: reference says {(role, policy)}, "
+                            f"the route declares {actual}")
+    assert not problems, "\n".join(problems)
+
+
+class GuardSweep:
+    """All guard checks of one (rule, method); problems are collected, then reported."""
+
+    def __init__(self, app, route: Route, two_tenants, login_as, bearer):
+        self.app, self.route, self.login_as, self.bearer = app, route, login_as, bearer
+        self.a, self.b = two_tenants
+        self.own = routes.Rows(self.a)
+        self.foreign = routes.Rows(self.b)
+        self.problems: list[str] = []
+
+    # -- plumbing
+
+    def path(self, foreign: bool = False) -> str:
+        rows = self.foreign if foreign else self.own
+        return routes.build_path(self.app, self.route, rows.values(self.route))
+
+    def send(self, client, *, foreign=False, headers=None, path=None):
+        body = routes.example_json(self.app, self.route, self.a) if self.route.is_api else None
+        return routes.call(
+            self.app, client, self.route.method, path or self.path(foreign), headers=headers,
+            json=body, csrf=self.route.mutating and not self.route.is_api,
+        )
+
+    def expect(self, who: str, response, status: int, code: str | None = None) -> None:
+        if response.status_code != status:
+            self.problems.append(
+                f"{who}: expected {status}, got {response.status_code} "
+                f"{response.get_data(as_text=True)[:200]!r}")
+            return
+        if self.route.is_api and code is not None:
+            body = response.get_json(silent=True) or {}
+            error = body.get("error") if isinstance(body, dict) else None
+            if body.get("success") is not False or not isinstance(error, dict) \
+                    or error.get("code") != code or not isinstance(error.get("message"), str):
+                self.problems.append(f"{who}: not a {code!r} envelope: {body!r}")
+
+    def refused(self, who: str, client, status: int, code: str, *, foreign=False,
+                headers=None):
+        """Send, expect a refusal, and check that the refused request wrote nothing."""
+        path = self.path(foreign)  # creates the rows it points at: before the fingerprint
+        before = routes.fingerprint()
+        response = self.send(client, headers=headers, path=path)
+        self.expect(who, response, status, code)
+        change = routes.describe_change(before, routes.fingerprint())
+        if change:
+            self.problems.append(f"{who}: a refused request wrote to the database: {change}")
+        return response
+
+    def allowed(self, who: str, client, headers=None) -> None:
+        response = self.send(client, headers=headers)
+        # A browser GET refused for lack of a session redirects to login; a POST may end at
+        # the login page legitimately (logout), so only its status counts.
+        to_login = (response.status_code == 302 and self.route.method == "GET"
+                    and urlsplit(response.headers["Location"]).path
+                    == routes.login_path(self.app))
+        if response.status_code in (401, 403) or to_login:
+            self.problems.append(f"{who}: should pass the guard, got {response.status_code} "
+                                 f"{response.get_data(as_text=True)[:200]!r}")
+
+    def user_client(self, user, tenant):
+        if self.route.is_api:
+            api = self.bearer(user, tenant)
+            return api.client, api.headers
+        return self.login_as(user, tenant), {}
+
+    # -- the checks
+
+    def no_credentials(self) -> None:
+        client = self.app.test_client()
+        login = routes.login_path(self.app)
+        if self.route.is_api:
+            self.refused("anonymous", client, 401, "unauthorized")
+            for label, header in (("garbage bearer", {"Authorization": "Bearer not.a.jwt"}),
+                                  ("garbage key", {"X-API-Key": "sl_deadbeef_not-a-key"}),
+                                  ("foreign-shaped key", {"X-API-Key": "not-our-shape"})):
+                self.refused(label, client, 401, "unauthorized", headers=header)
+            return
+        response = self.refused("anonymous", client, 302, None)
+        if response.status_code == 302 and urlsplit(response.headers["Location"]).path != login:
+            self.problems.append(f"anonymous: redirected to {response.headers['Location']}")
+        response = self.send(self.app.test_client(), headers={"HX-Request": "true"})
+        target = response.headers.get("HX-Redirect")
+        if target is None or urlsplit(target).path != login:
+            self.problems.append(f"anonymous htmx: expected HX-Redirect to {login}, got "
+                                 f"{response.status_code} HX-Redirect={target!r}")
+        # A browser route never accepts an API key in place of a session.
+        key = routes.make_key_of_kind(self.app, self.a.tenant, "full")
+        response = self.refused("API key on a browser route", self.app.test_client(), 302,
+                                None, headers={"X-API-Key": key})
+
+    def roles_below(self) -> None:
+        minimum = self.route.guard.role
+        if minimum is None:
+            return
+        for role in ROLE_ORDER[:minimum.rank]:
+            client, headers = self.user_client(self.a.by_role[role], self.a.tenant)
+            self.refused(f"{role.value} (below {minimum.value})", client, 403, "forbidden",
+                         headers=headers)
+
+    def keys_refused(self) -> None:
+        if not self.route.is_api:
+            return
+        policy = self.route.guard.api_key
+        for kind in routes.key_kinds():
+            if not routes.key_should_pass(policy, kind):
+                key = routes.make_key_of_kind(self.app, self.a.tenant, kind)
+                self.refused(f"{kind} key on policy {policy}", self.app.test_client(), 403,
+                             "forbidden", headers={"X-API-Key": key})
+
+    def foreign_ids(self) -> None:
+        if not self.route.arguments:
+            return
+        minimum = self.route.guard.role
+        for user in (self.a.owner, self.a.admin):
+            role = self.a.membership(user).role
+            if minimum is not None and not role.at_least(minimum):
+                continue
+            client, headers = self.user_client(user, self.a.tenant)
+            self.refused(f"tenant-A {role.value} on tenant-B ids", client, 404, "not_found",
+                         foreign=True, headers=headers)
+        if self.route.is_api and routes.key_should_pass(self.route.guard.api_key, "full"):
+            key = routes.make_key_of_kind(self.app, self.a.tenant, "full")
+            self.refused("tenant-A full-access key on tenant-B ids", self.app.test_client(),
+                         404, "not_found", foreign=True, headers={"X-API-Key": key})
+
+    def passes(self) -> None:
+        """The guard lets the least role and every key its policy names through."""
+        minimum = self.route.guard.role
+        user = self.a.by_role[minimum] if minimum is not None else self.a.viewer
+        client, headers = self.user_client(user, self.a.tenant)
+        self.allowed(f"{user.email} (least role allowed)", client, headers)
+        if self.route.is_api:
+            for kind in routes.key_kinds():
+                if routes.key_should_pass(self.route.guard.api_key, kind):
+                    key = routes.make_key_of_kind(self.app, self.a.tenant, kind)
+                    self.allowed(f"{kind} key", self.app.test_client(), {"X-API-Key": key})
+
+
+@pytest.fixture
+def two_worlds(app):
+    """`two_tenants`, restored from a copy instead of re-hashing eight passwords per route."""
+    return world.two_tenants()
+
+
+@pytest.mark.parametrize("route", GUARDED, ids=routes.route_id)
+def test_guard(route: Route, app, two_worlds, login_as, bearer):
+    if routes.unknown_params(route):
+        pytest.fail(f"{route.id}: unknown path parameters {routes.unknown_params(route)}; "
+                    "extend PARAM_ROWS in tests/sweeps/routes.py")
+    sweep = GuardSweep(app, route, two_worlds, login_as, bearer)
+    sweep.no_credentials()
+    sweep.roles_below()
+    sweep.keys_refused()
+    sweep.foreign_ids()
+    sweep.passes()  # last: a request that passes may legitimately change rows
+    assert not sweep.problems, f"{route.id}:\n  " + "\n  ".join(sweep.problems)
