@@ -154,6 +154,12 @@ class SandboxNotFound(BackendError):
     kind = "not_found"
 
 
+class SandboxPathNotFound(BackendError):
+    """A file or directory inside an existing sandbox does not exist."""
+
+    kind = "path_not_found"
+
+
 class BackendTimeout(BackendError):
     kind = "timeout"
 
@@ -195,15 +201,26 @@ class Backend(Protocol):
              cwd: str | None = None, env: dict[str, str] | None = None,
              timeout_sec: int = 60, output_limit: int = 1 << 20) -> ExecResult: ...
 
-    def write_file(self, sandbox_id: str, path: str, data: bytes) -> None: ...
+    # Filesystem. `user` is whose rights (and, for writes, whose ownership) apply:
+    # the provider's unprivileged sandbox user by default, "root" when asked.
+    # Relative paths are relative to the sandbox's working dir (/workspace).
 
-    def read_file(self, sandbox_id: str, path: str) -> bytes: ...
+    def write_file(self, sandbox_id: str, path: str, data: bytes, *,
+                   user: str | None = None) -> None:
+        """Create or replace a file, creating missing parent directories."""
 
-    def list_dir(self, sandbox_id: str, path: str) -> list[FileEntry]: ...
+    def read_file(self, sandbox_id: str, path: str, *, user: str | None = None) -> bytes:
+        """Raise SandboxPathNotFound when there is no such regular file."""
 
-    def make_dir(self, sandbox_id: str, path: str) -> None: ...
+    def list_dir(self, sandbox_id: str, path: str, *,
+                 user: str | None = None) -> list[FileEntry]:
+        """Entries directly in `path`, sorted by name; SandboxPathNotFound if none."""
 
-    def remove(self, sandbox_id: str, path: str) -> None: ...
+    def make_dir(self, sandbox_id: str, path: str, *, user: str | None = None) -> None:
+        """`mkdir -p` semantics."""
+
+    def remove(self, sandbox_id: str, path: str, *, user: str | None = None) -> None:
+        """`rm -rf` semantics: a path that is already gone is success."""
 
     def create_snapshot(self, sandbox_id: str, name: str) -> str:
         """Optional (capabilities.snapshots); raise Unsupported otherwise."""
@@ -213,3 +230,6 @@ class Backend(Protocol):
 
     def list_templates(self) -> list[TemplateInfo]:
         """Optional (capabilities.templates); raise Unsupported otherwise."""
+
+    def close(self) -> None:
+        """Release connections; the backend is not used afterwards."""

@@ -1,0 +1,477 @@
+"""Docker sandboxes: one long-lived container per sandbox, driven through the docker SDK.
+
+A sandbox is a container running `sleep infinity` under an init, labelled with the
+sandbox metadata (decisions 4), with every capability dropped, `no-new-privileges`
+and the config's CPU/memory/pids limits and runtime. Commands run through
+`docker exec` as the image's unprivileged `sandbox` user (uid 1000) unless root is
+asked for, under `timeout -s KILL` so the deadline holds inside the container, with a
+host-side deadline a little later as a backstop.
+
+Only containers carrying `sandlot_*` labels are ours: everything else on the engine is
+invisible to this backend (get/exec/delete answer SandboxNotFound, list skips it).
+
+Files: writes and reads go through the engine's archive API (`put_archive` /
+`get_archive`, like `docker cp`), after a check run as `user` (the parent directory is
+created and must be writable; the file must be readable), so a sandbox user cannot
+make us touch what it could not touch itself. Listing, mkdir and remove run as `user`
+through exec. Users are `sandbox` (default) and `root`.
+
+Idle TTL: Docker has no engine-side idle pause; `idle_ttl_seconds` is exposed for the
+job that pauses idle sandboxes.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import docker
+
+from app.backends import docker_io
+from app.backends.base import (
+    LIVE_STATES,
+    METADATA_PREFIX,
+    BackendError,
+    BackendTimeout,
+    Capabilities,
+    ExecResult,
+    FileEntry,
+    SandboxInfo,
+    SandboxNotFound,
+    SandboxPathNotFound,
+    SandboxSpec,
+    SandboxState,
+    TemplateInfo,
+    Unsupported,
+)
+from app.backends.docker_io import DockerSettings
+
+SANDBOX_USER = "sandbox"
+USER_IDS = {"sandbox": 1000, "root": 0}
+WORKDIR = "/workspace"
+SNAPSHOT_REPO = "sandlot/snapshot"
+SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+HOST_GRACE_SEC = 5  # host-side backstop after the in-container `timeout`
+FILE_OP_LIMIT = 16 << 20
+MAX_READ_BYTES = 64 << 20
+MAX_SYMLINK_HOPS = 8
+
+STATES = {
+    "running": SandboxState.running,
+    "paused": SandboxState.paused,
+    "created": SandboxState.transitioning,
+    "restarting": SandboxState.transitioning,
+    "removing": SandboxState.terminal,
+    "exited": SandboxState.terminal,
+    "dead": SandboxState.terminal,
+}
+
+# Shell helpers run as the requested user; "$1"/"$2" are paths, never interpolated.
+LIST_SCRIPT = r"""
+[ -e "$1" ] || exit 3
+cd -- "$1" 2>/dev/null || { echo "$1: not a readable directory" >&2; exit 4; }
+for f in * .[!.]* ..?*; do
+  [ -e "$f" ] || [ -L "$f" ] || continue
+  if [ -d "$f" ]; then printf 'd\0%s\0%s\0' 0 "$f"
+  else printf 'f\0%s\0%s\0' "$(stat -c %s -- "$f" 2>/dev/null || echo 0)" "$f"; fi
+done
+"""
+PREPARE_WRITE = r"""
+mkdir -p -- "$1" || exit 1
+[ -w "$1" ] || { echo "$1: permission denied" >&2; exit 1; }
+[ ! -d "$2" ] || { echo "$2: is a directory" >&2; exit 1; }
+[ ! -e "$2" ] || [ -w "$2" ] || { echo "$2: permission denied" >&2; exit 1; }
+"""
+CHECK_READ = r"""
+[ -e "$1" ] || exit 3
+[ -r "$1" ] || { echo "$1: permission denied" >&2; exit 1; }
+"""
+
+
+def _iso(created: Any) -> str | None:
+    """Creation time as ISO 8601 UTC to the second (list gives epoch, inspect RFC 3339)."""
+    if isinstance(created, int | float):
+        return datetime.fromtimestamp(int(created), UTC).isoformat()
+    if isinstance(created, str) and len(created) >= 19:
+        return datetime.strptime(created[:19], "%Y-%m-%dT%H:%M:%S").replace(
+            tzinfo=UTC).isoformat()
+    return None
+
+
+def _ours(labels: dict[str, str] | None) -> bool:
+    return any(key.startswith(METADATA_PREFIX) for key in (labels or {}))
+
+
+def _metadata(labels: dict[str, str] | None) -> dict[str, str]:
+    return {k: v for k, v in (labels or {}).items() if k.startswith(METADATA_PREFIX)}
+
+
+def _abs(path: str) -> str:
+    if not path or "\0" in path:
+        raise BackendError("invalid path")
+    return posixpath.normpath(posixpath.join(WORKDIR, path))
+
+
+def _user(user: str | None) -> str:
+    name = user or SANDBOX_USER
+    if name not in USER_IDS:
+        raise BackendError(f"unknown sandbox user {name!r} (use sandbox or root)")
+    return name
+
+
+class DockerBackend:
+    """The sandbox protocol on a Docker engine (local unix socket or tcp+TLS)."""
+
+    provider = "docker"
+    # egress_rules turns True when per-sandbox networks + nftables enforce allow/deny.
+    capabilities = Capabilities(reconnect=True, metadata=True, list=True, pause_resume=True,
+                                filesystem=True, snapshots=True, templates=True)
+
+    def __init__(self, settings: dict[str, Any]):
+        self.settings = DockerSettings.from_dict(settings)
+        self.idle_ttl_seconds = self.settings.idle_ttl_seconds
+        self._client: docker.APIClient | None = None
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    @contextmanager
+    def _errors(self, what: str, secrets: tuple[str, ...] = ()) -> Iterator[None]:
+        try:
+            yield
+        except Exception as exc:  # noqa: BLE001 - every engine failure becomes a typed one
+            error = docker_io.translate(exc, self.settings.host,
+                                        self.settings.http_timeout_sec, what, secrets)
+            if error is exc:
+                raise
+            if secrets:
+                raise error from None  # the original may carry request bodies
+            raise error from exc
+
+    @property
+    def api(self) -> docker.APIClient:
+        if self._client is None:
+            with self._errors("connect"):
+                self._client = docker_io.make_client(self.settings)
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def _inspect(self, sandbox_id: str) -> dict[str, Any]:
+        """The container, if it exists and is ours."""
+        missing = SandboxNotFound(f"no such sandbox {sandbox_id[:12]!r}")
+        if not sandbox_id:
+            raise missing
+        try:
+            with self._errors("inspect"):
+                data = self.api.inspect_container(sandbox_id)
+        except SandboxNotFound:
+            raise missing from None
+        if not _ours(data["Config"].get("Labels")):
+            raise missing
+        return data
+
+    @staticmethod
+    def _info(status: str, data: dict[str, Any], labels: dict[str, str] | None,
+              image: str) -> SandboxInfo:
+        return SandboxInfo(id=data["Id"], state=STATES.get(status, SandboxState.unknown),
+                           metadata=_metadata(labels), template=image,
+                           started_at=_iso(data.get("Created")))
+
+    def _from_inspect(self, data: dict[str, Any]) -> SandboxInfo:
+        config = data["Config"]
+        return self._info(data["State"]["Status"], data, config.get("Labels"), config["Image"])
+
+    def _from_summary(self, row: dict[str, Any]) -> SandboxInfo:
+        return self._info(row.get("State", ""), row, row.get("Labels"), row.get("Image", ""))
+
+    def _running(self, sandbox_id: str) -> str:
+        data = self._inspect(sandbox_id)
+        status = data["State"]["Status"]
+        if status == "paused":
+            raise BackendError("sandbox is paused; resume it with connect()")
+        if status != "running":
+            raise BackendError(f"sandbox is not running ({status})")
+        return data["Id"]
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def health(self) -> None:
+        """Ping the engine, then check the configured image is there."""
+        with self._errors("ping"):
+            self.api.ping()
+        if self.settings.image:
+            self._require_image(self.settings.image)
+
+    def _require_image(self, image: str) -> None:
+        try:
+            with self._errors("inspect image"):
+                try:
+                    self.api.inspect_image(image)
+                except docker.errors.NotFound:
+                    raise SandboxNotFound(image) from None
+        except SandboxNotFound:
+            raise BackendError(f"Docker image {image} not found on {self.settings.host}; "
+                               "build it (scripts/sandbox-image.sh) or fix the image") from None
+
+    def _network_for(self, spec: SandboxSpec) -> str:
+        """The network a new sandbox joins: "none" or "bridge".
+
+        Seam for the egress task: it will create a per-sandbox network here and return
+        its name, with nftables rules in `table inet sandlot` enforcing the resolved
+        policy. Until then: no network at all when the policy allows nothing (no
+        internet access and no allow_out) or the config says none; the default bridge
+        otherwise (allow_out/deny_out are NOT enforced yet: capabilities.egress_rules
+        is False).
+        """
+        if "none" in (self.settings.network_mode, spec.network_mode):
+            return "none"
+        policy = spec.network
+        if not policy.allow_internet_access and not policy.allow_out:
+            return "none"
+        return "bridge"
+
+    def _host_config(self, spec: SandboxSpec) -> dict[str, Any]:
+        cpu = spec.cpu_limit or self.settings.cpu_limit
+        memory = spec.memory_limit_mb or self.settings.memory_limit_mb
+        memory_bytes = memory * (1 << 20) if memory else None
+        return self.api.create_host_config(
+            cap_drop=["ALL"], security_opt=["no-new-privileges"], init=True,
+            auto_remove=False, network_mode=self._network_for(spec),
+            nano_cpus=int(cpu * 1e9) if cpu else None,
+            mem_limit=memory_bytes, memswap_limit=memory_bytes,
+            pids_limit=spec.pids_limit or self.settings.pids_limit,
+            runtime=spec.runtime or self.settings.runtime or None)
+
+    def create(self, spec: SandboxSpec) -> SandboxInfo:
+        """Create and start a labelled container from spec.template (or the config image)."""
+        if spec.desktop:
+            raise Unsupported("desktop sandboxes need the E2B or Cube backend")
+        if not _ours(spec.metadata):
+            raise BackendError("sandbox metadata needs sandlot_* keys")
+        image = spec.template or self.settings.image
+        if not image:
+            raise BackendError("docker backend requires image")
+        self._require_image(image)
+        secrets = tuple(spec.env.values())
+        with self._errors("create sandbox", secrets):
+            container = self.api.create_container(
+                image, command=["sleep", "infinity"], labels=dict(spec.metadata),
+                environment=dict(spec.env), host_config=self._host_config(spec))
+        try:
+            with self._errors("start sandbox", secrets):
+                self.api.start(container["Id"])
+        except BackendError:
+            self.delete(container["Id"])
+            raise
+        return self.get(container["Id"])
+
+    def get(self, sandbox_id: str) -> SandboxInfo:
+        return self._from_inspect(self._inspect(sandbox_id))
+
+    def list(self, metadata: dict[str, str],
+             states: frozenset[SandboxState] = LIVE_STATES) -> list[SandboxInfo]:
+        """Our containers whose labels include every `metadata` pair, in `states`."""
+        filters = {"label": [f"{key}={value}" for key, value in metadata.items()]}
+        with self._errors("list sandboxes"):
+            rows = self.api.containers(all=True, filters=filters)
+        infos = [self._from_summary(row) for row in rows if _ours(row.get("Labels"))]
+        return [info for info in infos if info.state in states]
+
+    def connect(self, sandbox_id: str) -> SandboxInfo:
+        """Resume a paused sandbox (or start a stopped one) and return it running."""
+        data = self._inspect(sandbox_id)
+        status = data["State"]["Status"]
+        with self._errors("resume sandbox"):
+            if status == "paused":
+                self.api.unpause(data["Id"])
+            elif status in ("created", "exited"):
+                self.api.start(data["Id"])
+            elif status in ("dead", "removing"):
+                raise SandboxNotFound(f"sandbox is gone ({status})")
+        return self.get(data["Id"])
+
+    def pause(self, sandbox_id: str) -> None:
+        data = self._inspect(sandbox_id)
+        status = data["State"]["Status"]
+        if status == "paused":
+            return
+        if status != "running":
+            raise BackendError(f"cannot pause a sandbox that is {status}")
+        with self._errors("pause sandbox"):
+            self.api.pause(data["Id"])
+
+    def delete(self, sandbox_id: str) -> None:
+        """Force-remove the container and its anonymous volumes; gone already is fine."""
+        try:
+            data = self._inspect(sandbox_id)
+        except SandboxNotFound:
+            return
+        try:
+            with self._errors("delete sandbox"):
+                self.api.remove_container(data["Id"], force=True, v=True)
+        except SandboxNotFound:
+            return
+        except BackendError as exc:
+            if "already in progress" not in exc.reason:
+                raise
+
+    # -- exec -----------------------------------------------------------------------------
+
+    def _run(self, container_id: str, argv: list[str], *, user: str, cwd: str | None,
+             env: dict[str, str] | None, deadline_sec: float,
+             limit: int) -> docker_io.RawRun:
+        secrets = tuple((env or {}).values())
+        started = time.monotonic()
+        with self._errors("exec", secrets):
+            exec_id = self.api.exec_create(
+                container_id, argv, stdout=True, stderr=True, user=user, workdir=cwd,
+                environment=dict(env or {}))["Id"]
+            response = docker_io.start_exec(self.api, exec_id)
+            out, err, truncated, hit = docker_io.read_exec(response, started + deadline_sec,
+                                                           limit)
+            code = docker_io.wait_exit_code(self.api, exec_id, 0.2 if hit else 2.0)
+        return docker_io.RawRun(out, err, code, time.monotonic() - started, truncated, hit)
+
+    def exec(self, sandbox_id: str, command: str, *, user: str | None = None,
+             cwd: str | None = None, env: dict[str, str] | None = None,
+             timeout_sec: int = 60, output_limit: int = 1 << 20) -> ExecResult:
+        """Run `command` with `sh -c`, killed after `timeout_sec` (exit 137, timed_out).
+
+        stdout and stderr are each kept up to `output_limit` bytes (truncated=True when
+        more was produced). If the host-side backstop fires first (something kept the
+        output open), the result is timed_out with exit code 124 when the engine has
+        none yet.
+        """
+        timeout_sec = timeout_sec if timeout_sec > 0 else 60
+        container_id = self._running(sandbox_id)
+        argv = ["timeout", "-s", "KILL", str(timeout_sec), "sh", "-c", command]
+        run = self._run(container_id, argv, user=_user(user), cwd=cwd, env=env,
+                        deadline_sec=timeout_sec + HOST_GRACE_SEC, limit=output_limit)
+        killed = run.exit_code in (124, 137) and run.elapsed >= timeout_sec
+        exit_code = run.exit_code if run.exit_code is not None else 124
+        return ExecResult(stdout=run.stdout.decode("utf-8", "replace"),
+                          stderr=run.stderr.decode("utf-8", "replace"),
+                          exit_code=exit_code, duration_ms=int(run.elapsed * 1000),
+                          timed_out=killed or run.deadline_hit, truncated=run.truncated)
+
+    def _shell(self, sandbox_id: str, script: str, *args: str, user: str | None,
+               what: str) -> docker_io.RawRun:
+        """A helper script as `user`; exit 3 means "no such path"."""
+        run = self._run(self._running(sandbox_id), ["sh", "-c", script, "sh", *args],
+                        user=_user(user), cwd="/", env=None,
+                        deadline_sec=self.settings.http_timeout_sec, limit=FILE_OP_LIMIT)
+        if run.deadline_hit:
+            raise BackendTimeout(f"{what} did not finish in time")
+        if run.exit_code == 3:
+            raise SandboxPathNotFound(f"{what}: {args[0]}: no such file or directory")
+        if run.exit_code != 0:
+            detail = run.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise BackendError(f"{what} failed: {detail[-1] if detail else run.exit_code}")
+        return run
+
+    # -- files ----------------------------------------------------------------------------
+
+    def write_file(self, sandbox_id: str, path: str, data: bytes, *,
+                   user: str | None = None) -> None:
+        full = _abs(path)
+        parent, name = posixpath.split(full)
+        if not name:
+            raise BackendError("write_file needs a file path")
+        who = _user(user)
+        self._shell(sandbox_id, PREPARE_WRITE, parent, full, user=who, what="write file")
+        archive = docker_io.tar_one_file(name, data, USER_IDS[who])
+        with self._errors("write file"):
+            self.api.put_archive(self._running(sandbox_id), parent, archive)
+
+    def read_file(self, sandbox_id: str, path: str, *, user: str | None = None) -> bytes:
+        full = _abs(path)
+        for _ in range(MAX_SYMLINK_HOPS):
+            if _user(user) != "root":
+                self._shell(sandbox_id, CHECK_READ, full, user=user, what="read file")
+            member, data = self._get_one(sandbox_id, full)
+            if not member.issym():
+                if data is None:
+                    raise BackendError(f"read file failed: {full} is not a regular file")
+                return data
+            full = posixpath.normpath(posixpath.join(posixpath.dirname(full),
+                                                     member.linkname))
+        raise BackendError(f"read file failed: too many symlinks at {path}")
+
+    def _get_one(self, sandbox_id: str, full: str):
+        container_id = self._inspect(sandbox_id)["Id"]
+        try:
+            with self._errors("read file"):
+                stream, stat = self.api.get_archive(container_id, full)
+                if stat.get("size", 0) > MAX_READ_BYTES:
+                    raise BackendError(f"read file failed: {full} is larger than "
+                                       f"{MAX_READ_BYTES >> 20} MiB")
+                archive = b"".join(stream)
+        except SandboxNotFound:
+            raise SandboxPathNotFound(f"read file: {full}: no such file") from None
+        return docker_io.untar_one(archive)
+
+    def list_dir(self, sandbox_id: str, path: str, *,
+                 user: str | None = None) -> list[FileEntry]:
+        full = _abs(path)
+        run = self._shell(sandbox_id, LIST_SCRIPT, full, user=user, what="list directory")
+        if run.truncated:
+            raise BackendError(f"list directory failed: {full} has too many entries")
+        fields = run.stdout.split(b"\0")[:-1]
+        entries = [FileEntry(name=name.decode("utf-8", "replace"),
+                             path=posixpath.join(full, name.decode("utf-8", "replace")),
+                             is_dir=kind == b"d", size=int(size or 0))
+                   for kind, size, name in zip(fields[0::3], fields[1::3], fields[2::3],
+                                               strict=True)]
+        return sorted(entries, key=lambda entry: entry.name)
+
+    def make_dir(self, sandbox_id: str, path: str, *, user: str | None = None) -> None:
+        self._shell(sandbox_id, 'mkdir -p -- "$1"', _abs(path), user=user, what="make dir")
+
+    def remove(self, sandbox_id: str, path: str, *, user: str | None = None) -> None:
+        full = _abs(path)
+        if full == "/":
+            raise BackendError("refusing to remove /")
+        self._shell(sandbox_id, 'rm -rf -- "$1"', full, user=user, what="remove")
+
+    # -- snapshots and templates ----------------------------------------------------------
+
+    def create_snapshot(self, sandbox_id: str, name: str) -> str:
+        """`docker commit` to sandlot/snapshot:<name>; returns that image reference."""
+        if not SNAPSHOT_NAME.match(name):
+            raise BackendError("snapshot name must be 1-128 of [A-Za-z0-9_.-], "
+                               "not starting with . or -")
+        container_id = self._inspect(sandbox_id)["Id"]
+        with self._errors("create snapshot"):
+            self.api.commit(container_id, repository=SNAPSHOT_REPO, tag=name, pause=True)
+        return f"{SNAPSHOT_REPO}:{name}"
+
+    def delete_snapshot(self, snapshot_id: str) -> None:
+        """Remove a snapshot image; not found is success, in use is an error."""
+        if not snapshot_id.startswith(f"{SNAPSHOT_REPO}:"):
+            raise BackendError(f"{snapshot_id} is not a sandlot snapshot")
+        try:
+            with self._errors("delete snapshot"):
+                try:
+                    self.api.remove_image(snapshot_id)
+                except docker.errors.NotFound:
+                    return
+        except BackendError as exc:
+            if "conflict" in exc.reason.lower() or "being used" in exc.reason:
+                raise BackendError(f"snapshot {snapshot_id} is in use by a sandbox") from None
+            raise
+
+    def list_templates(self) -> list[TemplateInfo]:
+        """Tagged local images (no registry is consulted)."""
+        with self._errors("list images"):
+            images = self.api.images()
+        tags = {tag for image in images for tag in image.get("RepoTags") or ()
+                if "<none>" not in tag}
+        return [TemplateInfo(id=tag, name=tag) for tag in sorted(tags)]

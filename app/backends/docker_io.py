@@ -1,0 +1,262 @@
+"""Low-level pieces of the Docker backend: settings, error translation, exec streams, tar.
+
+Kept apart from `docker.py` so the backend reads as the protocol it implements.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import ssl
+import struct
+import tarfile
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import docker
+import requests
+import urllib3
+
+from app.backends.base import (
+    BackendAuthError,
+    BackendError,
+    BackendTimeout,
+    BackendUnavailable,
+    SandboxNotFound,
+)
+
+DEFAULT_HOST = "unix:///var/run/docker.sock"
+DEFAULT_HTTP_TIMEOUT = 30
+
+
+def _positive(value: Any, kind: type) -> Any:
+    """Config numbers: 0, "" and None mean "not set"."""
+    if value in (None, "", 0, "0"):
+        return None
+    number = kind(value)
+    if number <= 0:
+        raise ValueError(f"must be positive, got {value!r}")
+    return number
+
+
+@dataclass(frozen=True)
+class DockerSettings:
+    """The config's `docker` block (reference 1.2); unknown keys are ignored."""
+
+    image: str = ""
+    host: str = DEFAULT_HOST
+    tls_cert_path: str = ""
+    cpu_limit: float | None = None
+    memory_limit_mb: int | None = None
+    pids_limit: int | None = None
+    network_mode: str = "bridge"
+    runtime: str = ""
+    idle_ttl_seconds: int | None = None
+    http_timeout_sec: int = DEFAULT_HTTP_TIMEOUT
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> DockerSettings:
+        network_mode = str(raw.get("network_mode") or "bridge")
+        if network_mode not in ("bridge", "none"):
+            raise BackendError("docker network_mode must be bridge or none")
+        try:
+            return cls(
+                image=str(raw.get("image") or ""),
+                host=str(raw.get("host") or DEFAULT_HOST),
+                tls_cert_path=str(raw.get("tls_cert_path") or ""),
+                cpu_limit=_positive(raw.get("cpu_limit"), float),
+                memory_limit_mb=_positive(raw.get("memory_limit_mb"), int),
+                pids_limit=_positive(raw.get("pids_limit"), int),
+                network_mode=network_mode,
+                runtime=str(raw.get("runtime") or ""),
+                idle_ttl_seconds=_positive(raw.get("idle_ttl_seconds"), int),
+                http_timeout_sec=_positive(raw.get("http_timeout_sec"), int)
+                or DEFAULT_HTTP_TIMEOUT,
+            )
+        except (TypeError, ValueError) as exc:
+            raise BackendError(f"invalid docker settings: {exc}") from None
+
+
+def make_client(settings: DockerSettings) -> docker.APIClient:
+    """A low-level client; asks the engine its API version (so it fails when unreachable)."""
+    tls: docker.tls.TLSConfig | bool = False
+    if settings.tls_cert_path:
+        paths = {name: os.path.join(settings.tls_cert_path, f"{name}.pem")
+                 for name in ("ca", "cert", "key")}
+        missing = [f"{name}.pem" for name, path in paths.items() if not os.path.isfile(path)]
+        if missing:
+            raise BackendAuthError(f"TLS files missing in {settings.tls_cert_path}: "
+                                   f"{', '.join(missing)}")
+        tls = docker.tls.TLSConfig(client_cert=(paths["cert"], paths["key"]),
+                                   ca_cert=paths["ca"], verify=True)
+    return docker.APIClient(base_url=settings.host, version="auto", tls=tls,
+                            timeout=settings.http_timeout_sec)
+
+
+def _causes(exc: BaseException):
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def scrub(text: str, secrets: tuple[str, ...]) -> str:
+    """Mask secret values (env values) that an engine message might echo back."""
+    for secret in secrets:
+        if len(secret) >= 3:
+            text = text.replace(secret, "***")
+    return text
+
+
+def translate(exc: BaseException, host: str, timeout: int, what: str,
+              secrets: tuple[str, ...] = ()) -> BackendError:
+    """Map a docker-py / requests / socket failure to the protocol's typed errors."""
+    for cause in _causes(exc):
+        if isinstance(cause, BackendError):
+            return cause
+        if isinstance(cause, docker.errors.TLSParameterError | requests.exceptions.SSLError
+                      | ssl.SSLError):
+            return BackendAuthError(f"TLS handshake with the Docker engine at {host} failed; "
+                                    "check tls_cert_path")
+        if isinstance(cause, requests.exceptions.ConnectTimeout):
+            return BackendUnavailable(f"Docker engine not reachable at {host}")
+        if isinstance(cause, requests.exceptions.ReadTimeout | urllib3.exceptions.ReadTimeoutError
+                      | TimeoutError):
+            return BackendTimeout(f"Docker engine at {host} did not answer {what} "
+                                  f"within {timeout} s")
+        if isinstance(cause, docker.errors.ImageNotFound):
+            return BackendError(f"{what} failed: image not found on {host}")
+        if isinstance(cause, docker.errors.NotFound):
+            return SandboxNotFound(f"{what}: no such sandbox")
+        if isinstance(cause, docker.errors.APIError):
+            detail = scrub(str(cause.explanation or cause), secrets)
+            return BackendError(f"{what} failed: {detail}")
+        if isinstance(cause, requests.exceptions.ConnectionError | urllib3.exceptions.HTTPError
+                      | ConnectionError | FileNotFoundError):
+            return BackendUnavailable(f"Docker engine not reachable at {host}")
+    return BackendError(f"{what} failed: {scrub(str(exc), secrets)}")
+
+
+# -- exec streams ------------------------------------------------------------------------
+
+HEADER = struct.Struct(">BxxxL")
+
+
+@dataclass
+class RawRun:
+    stdout: bytes
+    stderr: bytes
+    exit_code: int | None
+    elapsed: float
+    truncated: bool
+    deadline_hit: bool
+
+
+class _Capped:
+    """One output stream kept up to `limit` bytes; the rest is drained and dropped."""
+
+    def __init__(self, limit: int):
+        self.data = bytearray()
+        self.limit = limit
+        self.truncated = False
+
+    def add(self, chunk: bytes) -> None:
+        room = self.limit - len(self.data)
+        if len(chunk) > room:
+            self.truncated = True
+        if room > 0:
+            self.data += chunk[:room]
+
+
+def start_exec(api: docker.APIClient, exec_id: str) -> Any:
+    """POST /exec/{id}/start hijacked, returning the raw response.
+
+    docker-py's own stream readers block without a deadline (or with the short HTTP
+    timeout), so we read the multiplexed stream ourselves; see `read_exec`.
+    """
+    response = api._post_json(api._url("/exec/{0}/start", exec_id),
+                              headers={"Connection": "Upgrade", "Upgrade": "tcp"},
+                              data={"Tty": False, "Detach": False}, stream=True)
+    api._raise_for_status(response)
+    return response
+
+
+def read_exec(response: Any, deadline: float, limit: int) -> tuple[bytes, bytes, bool, bool]:
+    """Demultiplex stdout/stderr until EOF or the monotonic `deadline`.
+
+    Reads through the HTTP response's buffered reader (bytes that arrived with the
+    headers are already in its buffer) with the socket timeout set to the time left.
+    Returns (stdout, stderr, truncated, deadline_hit).
+    """
+    reader = response.raw._fp.fp
+    sock = reader.raw._sock
+    streams = {1: _Capped(limit), 2: _Capped(limit)}
+    pending = bytearray()
+    deadline_hit = False
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                deadline_hit = True
+                break
+            sock.settimeout(left)
+            chunk = reader.read1(65536)
+            if not chunk:
+                break
+            pending += chunk
+            pending = _take_frames(pending, streams)
+    except TimeoutError:
+        deadline_hit = True
+    finally:
+        response.close()
+    out, err = streams[1], streams[2]
+    return bytes(out.data), bytes(err.data), out.truncated or err.truncated, deadline_hit
+
+
+def _take_frames(pending: bytearray, streams: dict[int, _Capped]) -> bytearray:
+    while len(pending) >= HEADER.size:
+        kind, size = HEADER.unpack_from(pending)
+        if len(pending) < HEADER.size + size:
+            break
+        payload = bytes(pending[HEADER.size:HEADER.size + size])
+        del pending[:HEADER.size + size]
+        if kind in streams:
+            streams[kind].add(payload)
+    return pending
+
+
+def wait_exit_code(api: docker.APIClient, exec_id: str, wait: float = 2.0) -> int | None:
+    """The exec's exit code; the engine may record it a moment after the stream ends."""
+    end = time.monotonic() + wait
+    while True:
+        info = api.exec_inspect(exec_id)
+        if not info.get("Running"):
+            return info.get("ExitCode")
+        if time.monotonic() >= end:
+            return None
+        time.sleep(0.02)
+
+
+# -- tar ---------------------------------------------------------------------------------
+
+def tar_one_file(name: str, data: bytes, uid: int, mode: int = 0o644) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        info = tarfile.TarInfo(name)
+        info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+        info.uid = info.gid = uid
+        tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def untar_one(archive: bytes) -> tuple[tarfile.TarInfo, bytes | None]:
+    """The first member of a `get_archive` tarball and, for a regular file, its bytes."""
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r") as tar:
+        member = tar.next()
+        if member is None:
+            raise BackendError("the engine returned an empty archive")
+        handle = tar.extractfile(member) if member.isfile() else None
+        return member, handle.read() if handle else None
