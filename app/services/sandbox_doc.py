@@ -9,9 +9,17 @@ from __future__ import annotations
 import copy
 import ipaddress
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StringConstraints,
+)
 from pydantic import ValidationError as PydanticError
 
 from app.backends.base import CubeRule, HostRule, ResolvedNetworkPolicy
@@ -37,6 +45,9 @@ class _Block(BaseModel):
 
 
 Seconds = Field(default=0, ge=0, le=7 * 24 * 3600)
+# Env values are secrets baked into the sandbox verbatim: a PEM's final newline or a
+# password's trailing space must survive, so they are exempt from the block-wide strip.
+Verbatim = Annotated[str, StringConstraints(strip_whitespace=False)]
 
 
 class CubeBlock(_Block):
@@ -79,7 +90,7 @@ class Document(_Block):
     terminal_idle_disconnect_sec: StrictInt = Field(default=0, ge=0)
     desktop_enabled: StrictBool = False
     allow_private_endpoints: StrictBool = False
-    env_vars: dict[str, str] = Field(default_factory=dict, max_length=200)
+    env_vars: dict[str, Verbatim] = Field(default_factory=dict, max_length=200)
     skill_rollout: str = ""
     network: dict[str, Any] | None = None
     cube: CubeBlock | None = None
@@ -105,7 +116,13 @@ def validate(raw: Any, *, resolve_urls: bool = True) -> dict[str, Any]:
     try:
         doc = Document.model_validate(raw)
     except PydanticError as exc:
-        raise ValidationFailed.from_pydantic(exc) from None
+        # The network block is typed loosely, so its own problems are still listed next
+        # to the shape errors: a form shows every problem at once.
+        problems = Problems(list(ValidationFailed.from_pydantic(exc).errors))
+        kind = raw.get("sandbox_type")
+        if kind in BACKENDS and isinstance(raw.get("network"), dict):
+            network_policy.validate(raw["network"], kind, problems)
+        raise ValidationFailed(problems.items) from None
     problems = Problems()
     kind = doc.sandbox_type
     block = getattr(doc, kind) or BLOCKS[kind]()
@@ -225,26 +242,47 @@ def _norm(value: Any) -> str:
     return str(value or "").strip().lower()
 
 
+class _Secrets:
+    """Stored secrets by identity: the exact spelling first, then ignoring case and
+    surrounding spaces (reference 1.3). Exact-first keeps two rules whose names differ
+    only in case (each valid on its own) from swapping secrets on a round trip."""
+
+    def __init__(self) -> None:
+        self.exact: dict[tuple, Any] = {}
+        self.folded: dict[tuple, Any] = {}
+
+    def add(self, owner: Any, name: Any, secret: Any) -> None:
+        self.exact.setdefault((str(owner), str(name)), secret)
+        self.folded.setdefault((_norm(owner), _norm(name)), secret)
+
+    def get(self, owner: Any, name: Any) -> Any:
+        exact = (str(owner), str(name))
+        return self.exact[exact] if exact in self.exact else self.folded.get(
+            (_norm(owner), _norm(name)))
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    """The dict items of a list; anything else (an unvalidated update) yields nothing."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
 def _merge_network(network: dict[str, Any], stored: dict[str, Any]) -> None:
-    old_inject = {
-        (_norm(rule.get("name")), _norm(item.get("header"))): item.get("secret")
-        for rule in stored.get("cube_rules") or [] for item in rule.get("inject") or []
-    }
-    for rule in network.get("cube_rules") or []:
-        for item in (rule.get("inject") or []) if isinstance(rule, dict) else []:
-            if isinstance(item, dict):
-                key = (_norm(rule.get("name")), _norm(item.get("header")))
-                item["secret"] = keep_or_replace(item.get("secret"), old_inject.get(key)) or ""
-    old_headers = {
-        (_norm(rule.get("host")), _norm(name)): value
-        for rule in stored.get("e2b_host_rules") or []
-        for name, value in (rule.get("headers") or {}).items()
-    }
-    for rule in network.get("e2b_host_rules") or []:
-        if isinstance(rule, dict) and isinstance(rule.get("headers"), dict):
-            host = _norm(rule.get("host"))
+    inject = _Secrets()
+    for rule in _dicts(stored.get("cube_rules")):
+        for item in _dicts(rule.get("inject")):
+            inject.add(rule.get("name"), item.get("header"), item.get("secret"))
+    for rule in _dicts(network.get("cube_rules")):
+        for item in _dicts(rule.get("inject")):
+            old = inject.get(rule.get("name"), item.get("header"))
+            item["secret"] = keep_or_replace(item.get("secret"), old) or ""
+    headers = _Secrets()
+    for rule in _dicts(stored.get("e2b_host_rules")):
+        for name, value in (rule.get("headers") or {}).items():
+            headers.add(rule.get("host"), name, value)
+    for rule in _dicts(network.get("e2b_host_rules")):
+        if isinstance(rule.get("headers"), dict):
             rule["headers"] = {
-                name: keep_or_replace(value, old_headers.get((host, _norm(name)))) or ""
+                name: keep_or_replace(value, headers.get(rule.get("host"), name)) or ""
                 for name, value in rule["headers"].items()
             }
 
