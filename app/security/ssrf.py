@@ -17,11 +17,22 @@ class UnsafeURL(ValueError):
 
 
 def is_public_address(address: str) -> bool:
+    """True only for globally routable unicast addresses.
+
+    `is_global` also refuses shared address space (100.64.0.0/10, where some clouds
+    keep their metadata service) and documentation ranges; IPv6 forms that embed an
+    IPv4 address (mapped, 6to4) are judged by that address too.
+    """
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
-    return not (ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_multicast
-                or ip.is_reserved or ip.is_unspecified)
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped:
+            ip = ip.ipv4_mapped
+        elif ip.sixtofour and not is_public_address(str(ip.sixtofour)):
+            return False
+        elif ip.is_site_local:
+            return False
+    return ip.is_global and not (ip.is_private or ip.is_loopback or ip.is_link_local
+                                 or ip.is_multicast or ip.is_reserved or ip.is_unspecified)
 
 
 def resolve(host: str, port: int, timeout: float = 3.0) -> list[str]:
