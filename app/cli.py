@@ -1,6 +1,9 @@
-"""Bootstrap and operations commands: `flask tenants|users|api-keys|demo|secrets|worker|jobs`."""
+"""Bootstrap and operations commands: `flask tenants|users|api-keys|demo|secrets|jobs|openapi`
+and `flask worker`."""
 
 from __future__ import annotations
+
+import json
 
 import click
 from flask import Flask, current_app
@@ -19,10 +22,11 @@ keys_cli = AppGroup("api-keys", help="Manage API keys.")
 demo_cli = AppGroup("demo", help="Demo data.")
 secrets_cli = AppGroup("secrets", help="Encryption keys for stored secrets.")
 jobs_cli = AppGroup("jobs", help="Background jobs.")
+openapi_cli = AppGroup("openapi", help="The API's OpenAPI document.")
 
 
 def register(app: Flask) -> None:
-    for group in (tenants_cli, users_cli, keys_cli, demo_cli, secrets_cli, jobs_cli):
+    for group in (tenants_cli, users_cli, keys_cli, demo_cli, secrets_cli, jobs_cli, openapi_cli):
         app.cli.add_command(group)
     app.cli.add_command(worker)
 
@@ -113,6 +117,19 @@ def reap_jobs() -> None:
     from app.services import jobs
 
     click.echo(f"reaped {jobs.reap(reaper_grace(current_app))} silent jobs")
+
+
+@openapi_cli.command("dump")
+@click.argument("path", type=click.Path(dir_okay=False, writable=True))
+def dump_openapi(path: str) -> None:
+    """Write the document /api/v1/openapi.json serves to PATH (e.g. docs/openapi.json)."""
+    # Asked of the app itself, so the CLI does not import the API layer.
+    response = current_app.test_client().get("/api/v1/openapi.json")
+    if response.status_code != 200:
+        raise click.ClickException(f"/api/v1/openapi.json answered {response.status_code}")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(response.get_json(), indent=2, sort_keys=True) + "\n")
+    click.echo(f"wrote {path}")
 
 
 @click.command("worker")

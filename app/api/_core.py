@@ -36,6 +36,7 @@ class Doc:
     many: bool = False
     status: int = 200
     errors: tuple[int, ...] = ()
+    envelope: bool = True  # False: the body is a bare JSON object (the OpenAPI document)
 
 
 def doc(summary: str, **kwargs: Any) -> Callable:

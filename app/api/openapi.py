@@ -9,7 +9,7 @@ from flask import current_app, jsonify
 from pydantic import BaseModel
 
 from app.api import bp
-from app.api._core import Doc
+from app.api._core import Doc, doc
 from app.api.schemas import ErrorEnvelope
 from app.auth.guards import REFUSED, Guard, public
 
@@ -23,6 +23,7 @@ REF = "#/components/schemas/{model}"
 
 @bp.get("/openapi.json")
 @public
+@doc("This OpenAPI 3.1 document (a bare object, not the success envelope)", envelope=False)
 def openapi_document():
     return jsonify(build_document(current_app))
 
@@ -97,6 +98,8 @@ def _security(guard: Guard | None, is_public: bool) -> list[dict[str, list]]:
 
 
 def _success(info: Doc, schemas) -> dict[str, Any]:
+    if not info.envelope:
+        return {"type": "object"}
     data: dict[str, Any] = {"type": "null"}
     if info.response is not None:
         item = _schema(info.response, schemas)
