@@ -1,0 +1,42 @@
+"""Backend construction by sandbox type (no engine needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.backends import registry
+from app.backends.base import Backend, Unsupported
+from app.backends.docker import DockerBackend
+
+
+def test_docker_type_builds_a_docker_backend_without_contacting_it():
+    backend = registry.make_backend("docker", {"image": "x", "host": "tcp://127.0.0.1:1",
+                                               "allow_private_endpoints": False})
+
+    assert isinstance(backend, DockerBackend)
+    assert isinstance(backend, Backend)
+    assert backend.provider == "docker"
+
+
+@pytest.mark.parametrize("kind", ["e2b", "cube"])
+def test_e2b_and_cube_say_they_are_not_there_yet(kind):
+    with pytest.raises(Unsupported, match="arrives with the E2B/Cube backends"):
+        registry.make_backend(kind, {})
+
+
+def test_unknown_type_is_unsupported():
+    with pytest.raises(Unsupported):
+        registry.make_backend("podman", {})
+    with pytest.raises(Unsupported):
+        registry.capabilities_for("podman")
+
+
+def test_capabilities_are_declared_per_type():
+    docker = registry.capabilities_for("docker")
+
+    assert docker.pause_resume and docker.snapshots and docker.filesystem and docker.list
+    assert not docker.egress_rules  # until per-sandbox networks enforce allow/deny
+    assert not docker.timeout_refresh
+    assert registry.capabilities_for("e2b").egress_rules
+    assert registry.capabilities_for("cube").timeout_refresh
+    assert set(docker.as_dict()) == set(registry.capabilities_for("e2b").as_dict())
