@@ -7,7 +7,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.sandlot-requirements.stamp
 
-.PHONY: venv services-install run-install run worker lint test bench
+.PHONY: venv services-install run-install sandbox-runtime run worker lint test bench
 
 venv: $(VENV_STAMP)
 
@@ -23,9 +23,15 @@ services-install:
 run-install:
 	bash scripts/services.sh install-run
 
+# The Docker engine (one dockerd, started by hand; an already running one is reused)
+# and the sandbox images, built locally once and cached (scripts/sandbox-image.sh).
+sandbox-runtime:
+	bash scripts/services.sh docker-start
+	bash scripts/sandbox-image.sh
+
 run: export SANDLOT_ENV = development
 run: export FLASK_APP = wsgi
-run: run-install venv
+run: run-install venv sandbox-runtime
 	$(VENV)/bin/flask db upgrade
 	$(VENV)/bin/flask demo seed
 	$(VENV)/bin/gunicorn --workers 1 --threads 8 --bind 127.0.0.1:5000 wsgi:app

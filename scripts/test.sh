@@ -2,8 +2,9 @@
 # Full test run, as used by `make test` and CI (.ci/run).
 # Expects: services installed (scripts/services.sh install) and .venv ready (make venv).
 #
-# Starts the private PostgreSQL/Redis, then runs: lint; pytest on SQLite; pytest on
-# PostgreSQL. Every step runs even if an earlier one failed; the exit status is
+# Starts the private PostgreSQL/Redis and the Docker engine, then runs: the sandbox image
+# build (cached after the first run); lint; pytest on SQLite; pytest on PostgreSQL.
+# Every step runs even if an earlier one failed; the exit status is
 # non-zero if any step failed (pytest exit code 5, "no tests collected", counts as a
 # failure). Services are always stopped at the end.
 set -uo pipefail
@@ -41,6 +42,8 @@ step() {
     fi
 }
 
+# Backend tests need the images; under CI=true they fail (not skip) without them.
+step "sandbox images" bash scripts/sandbox-image.sh
 # Same commands as `make lint`, run as two steps so both always report.
 step "ruff" .venv/bin/ruff check app tests bench
 step "lint-imports" .venv/bin/lint-imports
