@@ -393,14 +393,18 @@ env_names = st.from_regex(r"[A-Z][A-Z0-9_]{0,6}", fullmatch=True).filter(
     lambda n: not n.startswith("SANDLOT_"))
 
 
+def fold(value):
+    return value.strip().lower()
+
+
 @st.composite
-def cube_rules(draw):
+def cube_rules(draw, unique=str.strip):
     names = draw(st.lists(st.sampled_from(["api", "Api", " web ", "pkg"]), max_size=3,
-                          unique_by=str.strip))
+                          unique_by=unique))
     rules = []
     for name in names:
         headers = draw(st.lists(st.sampled_from(["Authorization", "X-Key", "x-key", " X-Tok "]),
-                                max_size=3, unique_by=str.strip))
+                                max_size=3, unique_by=unique))
         rules.append({"name": name, "host": "api.example.com",
                       "inject": [{"header": h, "secret": draw(maybe_secret),
                                   "format": "Bearer ${SECRET}"} for h in headers]})
@@ -408,17 +412,20 @@ def cube_rules(draw):
 
 
 @st.composite
-def e2b_rules(draw):
+def e2b_rules(draw, unique=lambda name: name):
     hosts = draw(st.lists(st.sampled_from(["api.example.com", "a.svc.example.com",
                                            "b.svc.example.com"]), max_size=3, unique=True))
     names = st.sampled_from(["X-Key", "x-key", " X-Key", "Authorization"])
-    return [{"host": host, "headers": draw(st.dictionaries(names, maybe_secret, max_size=3))}
-            for host in hosts]
+    return [{"host": host, "headers": dict(draw(st.lists(
+        st.tuples(names, maybe_secret), max_size=3, unique_by=lambda t: unique(t[0]))))}
+        for host in hosts]
 
 
 @st.composite
-def valid_docs(draw):
-    kind = draw(st.sampled_from(["docker", "e2b", "cube"]))
+def valid_docs(draw, kinds=("docker", "e2b", "cube"), always_network=False, unique=None):
+    """Valid stored documents; `unique` (e.g. fold) makes rule names and header names
+    distinct under that spelling, not just as exact strings."""
+    kind = draw(st.sampled_from(kinds))
     raw = {"docker": docker, "e2b": e2b, "cube": cube}[kind]()
     if kind != "docker":
         raw[kind]["api_key"] = draw(secrets_).strip()
@@ -427,10 +434,10 @@ def valid_docs(draw):
     network = {"deny_egress_by_default": True,
                "allow_out": ["api.example.com", "*.svc.example.com"]}
     if kind == "cube":
-        network["cube_rules"] = draw(cube_rules())
+        network["cube_rules"] = draw(cube_rules(unique or str.strip))
     if kind == "e2b":
-        network["e2b_host_rules"] = draw(e2b_rules())
-    if draw(st.booleans()):
+        network["e2b_host_rules"] = draw(e2b_rules(unique or (lambda name: name)))
+    if always_network or draw(st.booleans()):
         raw["network"] = network
     return validate(raw)
 
@@ -529,3 +536,26 @@ def test_server_owned_fields_never_come_from_input(doc, forged):
     assert "skill_image" not in out and "volume_mount" not in out
     stored_again = validate(out)
     assert "skill_image" not in stored_again and "volume_mount" not in stored_again
+
+
+def respell(value):
+    return f"  {value.strip().swapcase()} "
+
+
+@PROPS
+@given(valid_docs(kinds=("cube", "e2b"), always_network=True, unique=fold))
+def test_network_secrets_match_ignoring_case_and_spaces(doc):
+    network = doc["network"]
+    update = masked(doc)
+    for rule in update["network"]["cube_rules"]:
+        rule["name"] = respell(rule["name"])
+        for item in rule["inject"]:
+            item["header"] = respell(item["header"])
+    for rule in update["network"]["e2b_host_rules"]:
+        rule["host"] = respell(rule["host"])
+        rule["headers"] = {respell(name): value for name, value in rule["headers"].items()}
+    out = merge(update, doc)["network"]
+    assert [[i["secret"] for i in r["inject"]] for r in out["cube_rules"]] == [
+        [i["secret"] for i in r["inject"]] for r in network["cube_rules"]]
+    assert [list(r["headers"].values()) for r in out["e2b_host_rules"]] == [
+        list(r["headers"].values()) for r in network["e2b_host_rules"]]
