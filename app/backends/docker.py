@@ -108,7 +108,17 @@ def _ours(labels: dict[str, str] | None) -> bool:
 
 
 def _metadata(labels: dict[str, str] | None) -> dict[str, str]:
-    return {k: v for k, v in (labels or {}).items() if k.startswith(METADATA_PREFIX)}
+    """Our labels; an empty value is a label masked at create (see `_labels`)."""
+    return {k: v for k, v in (labels or {}).items() if k.startswith(METADATA_PREFIX) and v}
+
+
+def _labels(metadata: dict[str, str], image: dict[str, Any]) -> dict[str, str]:
+    """Container labels: the metadata, with sandlot_* labels a snapshot image carries
+    from its parent sandbox masked to "", since Docker merges image labels in and
+    cannot drop them (a child must never match its parent's session)."""
+    inherited = (image.get("Config") or {}).get("Labels") or {}
+    masked = {key: "" for key in inherited if key.startswith(METADATA_PREFIX)}
+    return {**masked, **metadata}
 
 
 def _abs(path: str) -> str:
@@ -210,11 +220,11 @@ class DockerBackend:
         if self.settings.image:
             self._require_image(self.settings.image)
 
-    def _require_image(self, image: str) -> None:
+    def _require_image(self, image: str) -> dict[str, Any]:
         try:
             with self._errors("inspect image"):
                 try:
-                    self.api.inspect_image(image)
+                    return self.api.inspect_image(image)
                 except docker.errors.NotFound:
                     raise SandboxNotFound(image) from None
         except SandboxNotFound:
@@ -259,11 +269,11 @@ class DockerBackend:
         image = spec.template or self.settings.image
         if not image:
             raise BackendError("docker backend requires image")
-        self._require_image(image)
+        labels = _labels(spec.metadata, self._require_image(image))
         secrets = tuple(spec.env.values())
         with self._errors("create sandbox", secrets):
             container = self.api.create_container(
-                image, command=["sleep", "infinity"], labels=dict(spec.metadata),
+                image, command=["sleep", "infinity"], labels=labels,
                 environment=dict(spec.env), host_config=self._host_config(spec))
         try:
             with self._errors("start sandbox", secrets):
@@ -373,7 +383,8 @@ class DockerBackend:
         if run.exit_code == 3:
             raise SandboxPathNotFound(f"{what}: {args[0]}: no such file or directory")
         if run.exit_code != 0:
-            detail = run.stderr.decode("utf-8", "replace").strip().splitlines()
+            # The engine reports its own failures (bad user, cwd) on stdout.
+            detail = (run.stderr or run.stdout).decode("utf-8", "replace").strip().splitlines()
             raise BackendError(f"{what} failed: {detail[-1] if detail else run.exit_code}")
         return run
 

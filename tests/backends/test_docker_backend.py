@@ -191,8 +191,10 @@ def test_snapshot_is_usable_as_a_template_and_delete_is_idempotent(harness: Harn
 
     snapshot = harness.backend.create_snapshot(info.id, f"{SNAPSHOT_PREFIX}snap")
     assert snapshot in {t.id for t in harness.backend.list_templates()}
-    child = harness.create(template=snapshot)
+    child = harness.create(template=snapshot, metadata={"sandlot_purpose": "install"})
     assert harness.backend.read_file(child.id, "/opt/baked.txt") == b"baked"
+    assert harness.backend.get(child.id).metadata["sandlot_session_id"] != (
+        info.metadata["sandlot_session_id"])
 
     harness.backend.delete(child.id)
     harness.backend.delete_snapshot(snapshot)

@@ -24,6 +24,8 @@ from tests.backends.conftest import (
     BUSYBOX_IMAGE,
     FOREIGN_LABEL,
     RUN_ID,
+    RUN_LABEL,
+    SNAPSHOT_PREFIX,
     Harness,
     docker_settings,
 )
@@ -142,6 +144,21 @@ def test_containers_without_sandlot_labels_are_invisible(engine, docker_backend,
 
 
 # -- exec edge cases ---------------------------------------------------------------------
+
+def test_a_snapshot_child_does_not_inherit_parent_labels_it_does_not_set(docker_harness):
+    parent = docker_harness.create(metadata={"sandlot_extra": "parent-only"})
+    snapshot = docker_harness.backend.create_snapshot(parent.id, f"{SNAPSHOT_PREFIX}labels")
+    try:
+        child = docker_harness.create(template=snapshot)
+
+        assert "sandlot_extra" not in docker_harness.backend.get(child.id).metadata
+        assert docker_harness.backend.list({"sandlot_extra": "parent-only",
+                                            RUN_LABEL: RUN_ID}) == [
+            docker_harness.backend.get(parent.id)]
+    finally:
+        docker_harness.cleanup()
+        docker_harness.backend.delete_snapshot(snapshot)
+
 
 def test_a_background_process_does_not_hold_the_exec_open(docker_harness: Harness):
     info = docker_harness.create()
