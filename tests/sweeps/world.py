@@ -8,6 +8,7 @@ test, so a restore always starts from empty tables.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import Integer, func, select, text
@@ -16,18 +17,29 @@ from app.extensions import db
 from app.models import Role, Tenant, User
 from tests import factories
 
-_SAVED: dict[str, Any] = {}
+_SAVED: dict[str, tuple[Any, dict[str, list[dict[str, Any]]]]] = {}
+
+
+def built_once(name: str, build: Callable[[], Any]) -> Any:
+    """Run `build` (real services, on empty tables) the first time; afterwards copy back the
+    rows it left and return what it returned then (plain ids, never ORM objects)."""
+    if name not in _SAVED:
+        ids = build()
+        _SAVED[name] = (ids, _dump())
+        return ids
+    ids, rows = _SAVED[name]
+    _load(rows)
+    return ids
 
 
 def two_tenants() -> tuple[factories.TenantUsers, factories.TenantUsers]:
     """Tenants A and B, each with an owner, admin, contributor and viewer."""
-    if "rows" not in _SAVED:
+
+    def build():
         worlds = factories.populate("Tenant A"), factories.populate("Tenant B")
-        _SAVED["ids"] = [(w.tenant.id, {r: u.id for r, u in w.by_role.items()}) for w in worlds]
-        _SAVED["rows"] = _dump()
-        return worlds
-    _load(_SAVED["rows"])
-    return tuple(_rebuild(tenant_id, users) for tenant_id, users in _SAVED["ids"])
+        return [(w.tenant.id, {r: u.id for r, u in w.by_role.items()}) for w in worlds]
+
+    return tuple(_rebuild(tenant_id, users) for tenant_id, users in built_once("two", build))
 
 
 def _rebuild(tenant_id: int, users: dict[Role, int]) -> factories.TenantUsers:
