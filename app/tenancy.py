@@ -30,8 +30,14 @@ def scoped(model: type[M]) -> Select:
     return query
 
 
+# Integer primary keys are 32-bit on PostgreSQL; a larger id from a URL cannot exist, and
+# passing it to the driver would fail (500) instead of answering 404.
+MAX_INT_ID = 2**31 - 1
+
+
 def get_or_404(model: type[M], object_id, what: str | None = None) -> M:
-    row = db.session.get(model, object_id)
+    out_of_range = isinstance(object_id, int) and not 0 <= object_id <= MAX_INT_ID
+    row = None if out_of_range else db.session.get(model, object_id)
     if row is None or row.tenant_id != g.principal.tenant_id or _deleted(row):
         raise NotFound(f"No such {what or model.__name__.lower()} in this workspace.")
     return row
