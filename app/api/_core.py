@@ -10,7 +10,7 @@ from flask import jsonify, request
 from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as PydanticError
 
-from app.errors import BadRequest, UnsupportedMediaType, ValidationFailed
+from app.errors import BadRequest, UnsupportedMediaType, ValidationFailed, field_path
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -66,10 +66,29 @@ def parse_query(schema: type[T]) -> T:
 
 
 def validate(schema: type[T], payload: dict[str, Any]) -> T:
+    nul = list(_nul_paths(payload))
+    if nul:  # PostgreSQL text cannot hold NUL: refuse it here, not as a 500 from the driver
+        raise ValidationFailed([{"field": field_path(loc), "message": "Remove the NUL character."}
+                                for loc in nul])
     try:
         return schema.model_validate(payload)
     except PydanticError as exc:
         raise ValidationFailed.from_pydantic(exc) from None
+
+
+def _nul_paths(value: Any, loc: tuple[Any, ...] = ()):
+    if isinstance(value, str):
+        if "\x00" in value:
+            yield loc
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if "\x00" in str(key):
+                yield (*loc, key)
+            else:
+                yield from _nul_paths(item, (*loc, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _nul_paths(item, (*loc, index))
 
 
 def ok(data: Any = None, status: int = 200, **siblings: Any):
