@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select
 
@@ -32,7 +32,8 @@ def create_key(
     key = ApiKey(
         tenant_id=tenant.id, name=name.strip(), prefix=material.prefix,
         digest=apikeys.digest(material.plaintext, pepper), full_access=full_access,
-        capabilities=sorted(set(capabilities)), expires_at=expires_at,
+        capabilities=sorted(set(capabilities)),
+        expires_at=_in_utc(expires_at) if expires_at is not None else None,
         created_by_id=actor.actor_id,
     )
     db.session.add(key)
@@ -69,6 +70,16 @@ def authenticate_key(plaintext: str, pepper: str) -> ApiKey | None:
     return key
 
 
+def _in_utc(moment: datetime) -> datetime | None:
+    """`moment` in UTC; None when naive or when UTC falls outside datetime's range."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        return None
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # e.g. 9999-12-31T23:59-23:59
+        return None
+
+
 def _validate(name: str, full_access: bool, capabilities: list[str], expires_at) -> None:
     errors = []
     if not name.strip():
@@ -82,7 +93,10 @@ def _validate(name: str, full_access: bool, capabilities: list[str], expires_at)
     if not full_access and not capabilities:
         errors.append({"field": "capabilities",
                        "message": "Choose full access or at least one capability."})
-    if expires_at is not None and expires_at <= utcnow():
+    if expires_at is not None and _in_utc(expires_at) is None:
+        errors.append({"field": "expires_at", "message": "Give a date and time with a time "
+                       "zone, between the years 1 and 9999 in UTC."})
+    elif expires_at is not None and expires_at <= utcnow():
         errors.append({"field": "expires_at", "message": "The expiry must be in the future."})
     if errors:
         raise ValidationFailed(errors)
