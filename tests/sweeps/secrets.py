@@ -1,0 +1,96 @@
+"""Values planted in encrypted columns, key switching, and a throwaway encrypted table.
+
+SEEDERS holds, per encrypted column of the real metadata, a function that stores a given
+secret in that column for a tenant. `seed_every_encrypted_column` fails for a column it
+has no seeder for, so a new encrypted column cannot escape the canary sweep and the
+rotation test: add its seeder here.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from cryptography.fernet import Fernet
+from flask import Flask
+from sqlalchemy import Column, Integer, MetaData, String, Table, Text, select, type_coerce
+
+from app.extensions import db
+from app.models.types import EncryptedJSON, EncryptedText
+from app.services.secrets import encrypted_columns
+
+
+def _sandbox_config(tenant, secret: str) -> None:
+    from app.models import SandboxConfig
+    from app.services import sandbox_doc
+
+    doc = sandbox_doc.validate({
+        "sandbox_type": "e2b",
+        "e2b": {"api_key": secret, "template_id": "base"},
+        "env_vars": {"SWEEP_TOKEN": secret},
+    }, resolve_urls=False)
+    db.session.add(SandboxConfig(id=str(uuid.uuid4()), tenant_id=tenant.id,
+                                 name=f"canary {uuid.uuid4().hex[:6]}", description="",
+                                 sandbox_type="e2b", config=doc))
+    db.session.commit()
+
+
+# "table.column" -> store `secret` in that column for `tenant` (one row).
+SEEDERS: dict[str, Callable[[Any, str], None]] = {
+    "sandbox_configs.config": _sandbox_config,
+}
+
+
+def real_encrypted_columns() -> list[str]:
+    return sorted(f"{table.name}.{name}" for table, name in encrypted_columns())
+
+
+def seed_every_encrypted_column(tenant, secret: str) -> list[str]:
+    """One row per encrypted column holding `secret`; returns the columns seeded."""
+    missing = [c for c in real_encrypted_columns() if c not in SEEDERS]
+    assert not missing, (
+        f"encrypted column(s) {missing} have no canary seeder; add one to SEEDERS in "
+        "tests/sweeps/secrets.py so the secret sweep and key rotation cover them")
+    for column in real_encrypted_columns():
+        SEEDERS[column](tenant, secret)
+    return real_encrypted_columns()
+
+
+def raw_tokens(table: Table, column: str) -> list[str]:
+    """What the database holds for `column`: the ciphertext, not the decrypted value."""
+    query = select(type_coerce(table.c[column], Text)).where(table.c[column].is_not(None))
+    return [value for (value,) in db.session.execute(query)]
+
+
+@contextmanager
+def using_keys(app: Flask, keys: list[str]) -> Iterator[None]:
+    """Run with SECRETS_KEYS = `keys` (newest first), then put the test keys back."""
+    saved = app.config["SECRETS_KEYS"]
+    app.config["SECRETS_KEYS"] = keys
+    app.extensions.pop("sandlot_crypto", None)
+    try:
+        yield
+    finally:
+        app.config["SECRETS_KEYS"] = saved
+        app.extensions.pop("sandlot_crypto", None)
+
+
+def new_key() -> str:
+    return Fernet.generate_key().decode()
+
+
+@contextmanager
+def vault() -> Iterator[Table]:
+    """A throwaway table with encrypted columns on its own MetaData (never the app's)."""
+    metadata = MetaData()
+    table = Table(f"zz_vault_{uuid.uuid4().hex[:8]}", metadata,
+                  Column("id", Integer, primary_key=True), Column("label", String(40)),
+                  Column("secret", EncryptedText), Column("doc", EncryptedJSON))
+    metadata.create_all(db.engine)
+    try:
+        yield table
+    finally:
+        db.session.rollback()
+        metadata.drop_all(db.engine)
