@@ -398,6 +398,22 @@ dockerd_launch() {
     done
 }
 
+# A dockerd killed uncleanly leaves pidfiles; if their pid was reused, dockerd refuses
+# to start or adopts the wrong "containerd". Only called when no dockerd runs.
+clear_stale_pidfiles() {
+    local file pid want
+    for file in /var/run/docker.pid:dockerd /var/run/docker/containerd/containerd.pid:containerd; do
+        want="${file##*:}"
+        file="${file%:*}"
+        [ -f "$file" ] || continue
+        pid="$(cat "$file" 2>/dev/null)"
+        if ! [[ "$pid" =~ ^[0-9]+$ ]] || [ "$(cat "/proc/$pid/comm" 2>/dev/null)" != "$want" ]; then
+            log "removing stale $file"
+            rm -f "$file"
+        fi
+    done
+}
+
 docker_start() {
     command -v dockerd >/dev/null 2>&1 || die "dockerd not found (run: $0 install)"
     is_root || die "dockerd must be started as root"
@@ -411,13 +427,21 @@ docker_start() {
         fi
         return 0
     fi
-    if pid="$(dockerd_pid)"; then
-        die "our dockerd (pid $pid) runs but does not answer on $DOCKER_SOCK (log: $DOCKERD_LOG)"
-    fi
-    if pid="$(pgrep -x dockerd | head -n 1)" && [ -n "$pid" ]; then
-        die "a dockerd (pid $pid) runs but does not answer on $DOCKER_SOCK; only one may run"
-    fi
+    # A dockerd that runs but does not answer is starting (another `start`) or dying:
+    # wait for one or the other rather than start a second one.
+    local i=0
+    while pid="$(pgrep -x dockerd | head -n 1)" && [ -n "$pid" ]; do
+        if docker_answers; then
+            log "dockerd (pid $pid) now answers; reusing it"
+            return 0
+        fi
+        i=$((i + 1))
+        [ "$i" -lt "$DOCKER_WAIT" ] ||
+            die "a dockerd (pid $pid) runs but does not answer on $DOCKER_SOCK; only one may run"
+        sleep 1
+    done
     rm -f "$DOCKERD_PIDFILE"
+    clear_stale_pidfiles
 
     local driver
     driver="$(pick_storage_driver)"
