@@ -11,13 +11,19 @@ import pytest
 import schemathesis
 
 from app.auth.guards import REFUSED
-from tests.sweeps import routes
+from tests.sweeps import routes, world
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = ROOT / "docs" / "openapi.json"
 REGENERATE = "SANDLOT_ENV=testing .venv/bin/flask --app wsgi openapi dump docs/openapi.json"
 BEARER, KEY = {"bearerAuth": []}, {"apiKeyAuth": []}
 RULE_PARAM = re.compile(r"<(?:[^:<>]+:)?(\w+)>")
+
+
+@pytest.fixture
+def two_tenants(app):
+    """The conftest world, copied back from rows instead of hashing eight passwords again."""
+    return world.two_tenants()
 
 
 @pytest.fixture
