@@ -10,11 +10,9 @@ host-side deadline a little later as a backstop.
 Only containers carrying `sandlot_*` labels are ours: everything else on the engine is
 invisible to this backend (get/exec/delete answer SandboxNotFound, list skips it).
 
-Files: writes and reads go through the engine's archive API (`put_archive` /
-`get_archive`, like `docker cp`), after a check run as `user` (the parent directory is
-created and must be writable; the file must be readable), so a sandbox user cannot
-make us touch what it could not touch itself. Listing, mkdir and remove run as `user`
-through exec. Users are `sandbox` (default) and `root`.
+Files: see docker_files.py (archive API for content, exec for the rest, checked as
+the requesting user). Engine plumbing (settings, error mapping, the exec stream): see
+docker_io.py.
 
 Idle TTL: Docker has no engine-side idle pause; `idle_ttl_seconds` is exposed for the
 job that pauses idle sandboxes.
@@ -22,7 +20,6 @@ job that pauses idle sandboxes.
 
 from __future__ import annotations
 
-import posixpath
 import re
 import time
 from collections.abc import Iterator
@@ -37,29 +34,21 @@ from app.backends.base import (
     LIVE_STATES,
     METADATA_PREFIX,
     BackendError,
-    BackendTimeout,
     Capabilities,
     ExecResult,
-    FileEntry,
     SandboxInfo,
     SandboxNotFound,
-    SandboxPathNotFound,
     SandboxSpec,
     SandboxState,
     TemplateInfo,
     Unsupported,
 )
+from app.backends.docker_files import DockerFiles, user_name
 from app.backends.docker_io import DockerSettings
 
-SANDBOX_USER = "sandbox"
-USER_IDS = {"sandbox": 1000, "root": 0}
-WORKDIR = "/workspace"
 SNAPSHOT_REPO = "sandlot/snapshot"
 SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 HOST_GRACE_SEC = 5  # host-side backstop after the in-container `timeout`
-FILE_OP_LIMIT = 16 << 20
-MAX_READ_BYTES = 64 << 20
-MAX_SYMLINK_HOPS = 8
 
 STATES = {
     "running": SandboxState.running,
@@ -70,28 +59,6 @@ STATES = {
     "exited": SandboxState.terminal,
     "dead": SandboxState.terminal,
 }
-
-# Shell helpers run as the requested user; "$1"/"$2" are paths, never interpolated.
-LIST_SCRIPT = r"""
-[ -e "$1" ] || exit 3
-cd -- "$1" 2>/dev/null || { echo "$1: not a readable directory" >&2; exit 4; }
-for f in * .[!.]* ..?*; do
-  [ -e "$f" ] || [ -L "$f" ] || continue
-  if [ -d "$f" ]; then printf 'd\0%s\0%s\0' 0 "$f"
-  else printf 'f\0%s\0%s\0' "$(stat -c %s -- "$f" 2>/dev/null || echo 0)" "$f"; fi
-done
-"""
-PREPARE_WRITE = r"""
-mkdir -p -- "$1" || exit 1
-[ -w "$1" ] || { echo "$1: permission denied" >&2; exit 1; }
-[ ! -d "$2" ] || { echo "$2: is a directory" >&2; exit 1; }
-[ ! -e "$2" ] || [ -w "$2" ] || { echo "$2: permission denied" >&2; exit 1; }
-"""
-CHECK_READ = r"""
-[ -e "$1" ] || exit 3
-[ -r "$1" ] || { echo "$1: permission denied" >&2; exit 1; }
-"""
-
 
 def _iso(created: Any) -> str | None:
     """Creation time as ISO 8601 UTC to the second (list gives epoch, inspect RFC 3339)."""
@@ -121,20 +88,7 @@ def _labels(metadata: dict[str, str], image: dict[str, Any]) -> dict[str, str]:
     return {**masked, **metadata}
 
 
-def _abs(path: str) -> str:
-    if not path or "\0" in path:
-        raise BackendError("invalid path")
-    return posixpath.normpath(posixpath.join(WORKDIR, path))
-
-
-def _user(user: str | None) -> str:
-    name = user or SANDBOX_USER
-    if name not in USER_IDS:
-        raise BackendError(f"unknown sandbox user {name!r} (use sandbox or root)")
-    return name
-
-
-class DockerBackend:
+class DockerBackend(DockerFiles):
     """The sandbox protocol on a Docker engine (local unix socket or tcp+TLS)."""
 
     provider = "docker"
@@ -363,7 +317,7 @@ class DockerBackend:
         timeout_sec = timeout_sec if timeout_sec > 0 else 60
         container_id = self._running(sandbox_id)
         argv = ["timeout", "-s", "KILL", str(timeout_sec), "sh", "-c", command]
-        run = self._run(container_id, argv, user=_user(user), cwd=cwd, env=env,
+        run = self._run(container_id, argv, user=user_name(user), cwd=cwd, env=env,
                         deadline_sec=timeout_sec + HOST_GRACE_SEC, limit=output_limit)
         killed = run.exit_code in (124, 137) and run.elapsed >= timeout_sec
         exit_code = run.exit_code if run.exit_code is not None else 124
@@ -371,86 +325,6 @@ class DockerBackend:
                           stderr=run.stderr.decode("utf-8", "replace"),
                           exit_code=exit_code, duration_ms=int(run.elapsed * 1000),
                           timed_out=killed or run.deadline_hit, truncated=run.truncated)
-
-    def _shell(self, sandbox_id: str, script: str, *args: str, user: str | None,
-               what: str) -> docker_io.RawRun:
-        """A helper script as `user`; exit 3 means "no such path"."""
-        run = self._run(self._running(sandbox_id), ["sh", "-c", script, "sh", *args],
-                        user=_user(user), cwd="/", env=None,
-                        deadline_sec=self.settings.http_timeout_sec, limit=FILE_OP_LIMIT)
-        if run.deadline_hit:
-            raise BackendTimeout(f"{what} did not finish in time")
-        if run.exit_code == 3:
-            raise SandboxPathNotFound(f"{what}: {args[0]}: no such file or directory")
-        if run.exit_code != 0:
-            # The engine reports its own failures (bad user, cwd) on stdout.
-            detail = (run.stderr or run.stdout).decode("utf-8", "replace").strip().splitlines()
-            raise BackendError(f"{what} failed: {detail[-1] if detail else run.exit_code}")
-        return run
-
-    # -- files ----------------------------------------------------------------------------
-
-    def write_file(self, sandbox_id: str, path: str, data: bytes, *,
-                   user: str | None = None) -> None:
-        full = _abs(path)
-        parent, name = posixpath.split(full)
-        if not name:
-            raise BackendError("write_file needs a file path")
-        who = _user(user)
-        self._shell(sandbox_id, PREPARE_WRITE, parent, full, user=who, what="write file")
-        archive = docker_io.tar_one_file(name, data, USER_IDS[who])
-        with self._errors("write file"):
-            self.api.put_archive(self._running(sandbox_id), parent, archive)
-
-    def read_file(self, sandbox_id: str, path: str, *, user: str | None = None) -> bytes:
-        full = _abs(path)
-        for _ in range(MAX_SYMLINK_HOPS):
-            if _user(user) != "root":
-                self._shell(sandbox_id, CHECK_READ, full, user=user, what="read file")
-            member, data = self._get_one(sandbox_id, full)
-            if not member.issym():
-                if data is None:
-                    raise BackendError(f"read file failed: {full} is not a regular file")
-                return data
-            full = posixpath.normpath(posixpath.join(posixpath.dirname(full),
-                                                     member.linkname))
-        raise BackendError(f"read file failed: too many symlinks at {path}")
-
-    def _get_one(self, sandbox_id: str, full: str):
-        container_id = self._inspect(sandbox_id)["Id"]
-        try:
-            with self._errors("read file"):
-                stream, stat = self.api.get_archive(container_id, full)
-                if stat.get("size", 0) > MAX_READ_BYTES:
-                    raise BackendError(f"read file failed: {full} is larger than "
-                                       f"{MAX_READ_BYTES >> 20} MiB")
-                archive = b"".join(stream)
-        except SandboxNotFound:
-            raise SandboxPathNotFound(f"read file: {full}: no such file") from None
-        return docker_io.untar_one(archive)
-
-    def list_dir(self, sandbox_id: str, path: str, *,
-                 user: str | None = None) -> list[FileEntry]:
-        full = _abs(path)
-        run = self._shell(sandbox_id, LIST_SCRIPT, full, user=user, what="list directory")
-        if run.truncated:
-            raise BackendError(f"list directory failed: {full} has too many entries")
-        fields = run.stdout.split(b"\0")[:-1]
-        entries = [FileEntry(name=name.decode("utf-8", "replace"),
-                             path=posixpath.join(full, name.decode("utf-8", "replace")),
-                             is_dir=kind == b"d", size=int(size or 0))
-                   for kind, size, name in zip(fields[0::3], fields[1::3], fields[2::3],
-                                               strict=True)]
-        return sorted(entries, key=lambda entry: entry.name)
-
-    def make_dir(self, sandbox_id: str, path: str, *, user: str | None = None) -> None:
-        self._shell(sandbox_id, 'mkdir -p -- "$1"', _abs(path), user=user, what="make dir")
-
-    def remove(self, sandbox_id: str, path: str, *, user: str | None = None) -> None:
-        full = _abs(path)
-        if full == "/":
-            raise BackendError("refusing to remove /")
-        self._shell(sandbox_id, 'rm -rf -- "$1"', full, user=user, what="remove")
 
     # -- snapshots and templates ----------------------------------------------------------
 

@@ -158,6 +158,23 @@ def test_missing_paths_raise_path_not_found(harness: Harness, shared):
         harness.backend.list_dir(shared.id, "no/such/dir")
 
 
+def test_reading_a_directory_or_listing_a_file_is_refused(harness: Harness, shared):
+    harness.backend.write_file(shared.id, "plain.txt", b"x")
+
+    with pytest.raises(BackendError, match="directory"):
+        harness.backend.read_file(shared.id, "/usr", user="root")
+    with pytest.raises(BackendError):
+        harness.backend.list_dir(shared.id, "plain.txt")
+
+
+def test_read_follows_symlinks(harness: Harness, shared):
+    harness.backend.write_file(shared.id, "target.txt", b"via link")
+    run(harness, shared.id, "ln -sf target.txt link.txt && ln -sfn /workspace dirlink")
+
+    assert harness.backend.read_file(shared.id, "link.txt") == b"via link"
+    assert harness.backend.read_file(shared.id, "dirlink/target.txt") == b"via link"
+
+
 def test_file_operations_respect_the_users_rights(harness: Harness, shared):
     with pytest.raises(BackendError):
         harness.backend.write_file(shared.id, "/etc/sandlot-test", b"x")
