@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from flask import g
+from flask import g, request
 
+from app.auth import loaders
 from app.models import AuditEvent, Role
 from app.models.types import utcnow
 from app.web import bp
@@ -14,12 +15,25 @@ from app.web import bp
 
 @bp.app_context_processor
 def globals_for_templates() -> dict[str, Any]:
-    who = g.get("principal")
+    who = _layout_principal()
     signed_in = who is not None and who.user is not None
     return {
         "Role": Role,
+        "who": who if signed_in else None,
         "is_admin": bool(signed_in and who.role.at_least(Role.admin)),
     }
+
+
+def _layout_principal():
+    """Who the sidebar is for. Guarded views set it; an error page for an unknown URL ran
+    no guard, so look the session up (never an API credential) to keep the navigation."""
+    who = g.get("principal")
+    if who is not None or request.path.startswith("/api/"):
+        return who
+    try:
+        return loaders.load_web_principal()
+    except Exception:  # an error page must render even when the session cannot be read
+        return None
 
 
 @bp.app_template_filter("datetime")

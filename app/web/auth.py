@@ -41,7 +41,7 @@ def login():
             session[TENANT_SESSION_KEY] = membership.tenant_id
             return redirect(_safe_next(request.args.get("next")))
     status = 401 if form.is_submitted() and form.errors else 200
-    return render_template("auth/login.html", form=form), status
+    return render_template("auth/login.html", form=form, bare_layout=True), status
 
 
 @bp.post("/logout")

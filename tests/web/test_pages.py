@@ -163,11 +163,24 @@ def test_switching_to_a_foreign_tenant_is_404(two_tenants, login_as):
     assert post_form(client, f"/switch-tenant/{b.tenant.id}").status_code == 404
 
 
-def test_unknown_page_is_a_friendly_404(two_tenants, login_as):
+def test_unknown_page_is_a_friendly_404_inside_the_layout(two_tenants, login_as):
     a, _ = two_tenants
     response = login_as(a.viewer, a.tenant).get("/no-such-page")
     assert response.status_code == 404
     assert "Page not found" in text(response)
+    assert "it is not part of this workspace" in text(response)
+    assert 'class="sidebar"' in text(response)
+
+
+def test_anonymous_404_has_no_sidebar(client):
+    response = client.get("/no-such-page")
+    assert response.status_code == 404 and 'class="sidebar"' not in text(response)
+
+
+def test_login_page_stays_bare_for_a_signed_in_user(two_tenants, login_as):
+    a, _ = two_tenants
+    page = text(login_as(a.viewer, a.tenant).get("/login"))
+    assert 'class="card auth-card"' in page and 'class="sidebar"' not in page
 
 
 def test_login_page_signs_in_and_reports_a_wrong_password(two_tenants, client):
