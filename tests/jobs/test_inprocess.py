@@ -77,7 +77,7 @@ def test_heartbeat_thread_advances_heartbeat_at(make_app, two_tenants):
     app = make_app(JOB_HEARTBEAT_SECONDS=1)
     with app.app_context():
         job = job_service.enqueue("tests.sleep", tenant_id=a.tenant.id, actor_id=None,
-                                  params={"seconds": 1.6})
+                                  params={"seconds": 2.5})
         job_id = job.id
 
     row = wait_for_terminal(job_id)
