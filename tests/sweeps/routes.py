@@ -4,6 +4,7 @@ fingerprint that tells whether a request wrote anything."""
 from __future__ import annotations
 
 import secrets
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from app.auth.guards import Guard
 from app.extensions import db
 from app.models import ApiKey, Job, JobStatus
 from app.security import apikeys
+from app.services import audit
 from app.services.api_keys import CAPABILITIES
 from tests import factories
 
@@ -101,9 +103,12 @@ def _key_id(world: factories.TenantUsers) -> int:
 
 
 def _job_id(world: factories.TenantUsers) -> str:
+    """A finished audit export, shaped as the real job leaves it."""
+    csv_text, rows = audit.to_csv([])
     job = Job(id=str(uuid.uuid4()), tenant_id=world.tenant.id, kind="audit_export",
               status=JobStatus.succeeded, percent=100, stage="done", log="", params={},
-              result={"rows": 0}, timeout_sec=60, finished_at=datetime.now(UTC))
+              result={"rows": rows, "total": rows, "truncated": False, "csv": csv_text},
+              timeout_sec=60, started_at=datetime.now(UTC), finished_at=datetime.now(UTC))
     db.session.add(job)
     db.session.commit()
     return job.id
@@ -278,8 +283,25 @@ def call(app: Flask, client, method: str, path: str, *, headers: dict | None = N
             data = {**(data or {}), "csrf_token": token}
     with app.app_context():
         response = client.open(path, method=method, headers=headers, json=json, data=data)
-        response.get_data()  # buffer the body before the context goes
+        read_body(response)  # buffer the body before the context goes
         return response
+
+
+def read_body(response, seconds: float = 1.0) -> bytes:
+    """The body; for an event stream, what arrives within `seconds` (streams never end)."""
+    if response.mimetype != "text/event-stream":
+        return response.get_data()
+    chunks: list[bytes] = []
+
+    def pump() -> None:
+        for chunk in response.response:
+            chunks.append(chunk if isinstance(chunk, bytes) else chunk.encode())
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    reader.join(seconds)
+    response.set_data(b"".join(chunks))
+    return response.get_data()
 
 
 # ---------------------------------------------------------------- writes
