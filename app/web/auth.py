@@ -56,7 +56,9 @@ def logout():
 @bp.post("/switch-tenant/<int:tenant_id>")
 @guard()
 def switch_tenant(tenant_id: int):
-    if not any(m.tenant_id == tenant_id for m in current_user.memberships):
+    membership = next((m for m in current_user.memberships if m.tenant_id == tenant_id), None)
+    if membership is None:
         raise NotFound("No such workspace.")
     session[TENANT_SESSION_KEY] = tenant_id
+    flash(f"Switched to {membership.tenant.name}.", "info")
     return redirect(url_for("web.dashboard"))

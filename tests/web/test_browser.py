@@ -40,7 +40,8 @@ def browser() -> Iterator[object]:
 
 @pytest.fixture
 def page(browser, live_server):
-    context = browser.new_context(viewport={"width": 1280, "height": 800}, base_url=live_server)
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, base_url=live_server,
+                                  permissions=["clipboard-read", "clipboard-write"])
     page = context.new_page()
     page.set_default_timeout(10_000)
     page.on("dialog", lambda dialog: dialog.accept())  # hx-confirm
@@ -116,6 +117,9 @@ def test_admin_creates_an_api_key_and_sees_it_once(page, world):
     assert KEY_TEXT.fullmatch(plaintext)
     page.get_by_text("It will not be shown again.").wait_for()
     shot(page, "api-keys.png")
+    page.get_by_role("button", name="Copy").click()
+    page.get_by_role("button", name="Copied").wait_for()
+    assert page.evaluate("navigator.clipboard.readText()") == plaintext
 
     page.reload()
     page.locator("tr", has_text="Agent runner").wait_for()
@@ -138,6 +142,15 @@ def test_admin_exports_the_audit_log(page, world):
     content = Path(download_info.value.path()).read_text()
     assert content.startswith("id,created_at,actor,action")
     assert "member.added" in content and "api_key.created" in content
+
+
+def test_workspace_switcher_moves_to_another_workspace(page, world):
+    sign_in(page, world.admin.email)
+    page.locator(".switcher summary").click()
+    page.get_by_role("button", name="Acme Labs").click()
+    page.get_by_text("Switched to Acme Labs.").wait_for()
+    assert page.locator("h1").inner_text() == "Acme Labs"
+    assert page.get_by_role("link", name="Members", exact=True).count() == 0  # a viewer there
 
 
 def test_viewer_sees_no_admin_navigation(page, world):
