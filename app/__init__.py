@@ -6,11 +6,12 @@ import logging
 from typing import Any
 
 from flask import Flask, jsonify, redirect, render_template, request, url_for
+from flask_login import current_user
 from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException
 
 from app.config import ROOT, BaseConfig, pick_config
-from app.errors import HTTP_TO_ERROR, AppError, BadRequest, Internal
+from app.errors import HTTP_TO_ERROR, AppError, BadRequest, Internal, Unauthorized
 from app.extensions import csrf, db, htmx, login_manager, migrate
 
 log = logging.getLogger("sandlot")
@@ -70,6 +71,10 @@ def _register_errors(app: Flask) -> None:
 
     @app.errorhandler(CSRFError)
     def on_csrf(err: CSRFError):
+        # CSRF runs before the guard: a request whose session is gone fails here first,
+        # and the right answer to it is the login page, not "form expired".
+        if not current_user.is_authenticated:
+            return render_error(Unauthorized())
         return render_error(BadRequest("The form expired. Reload the page and try again."))
 
     @app.errorhandler(HTTPException)

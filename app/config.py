@@ -64,6 +64,7 @@ class TestingConfig(BaseConfig):
     SQLALCHEMY_DATABASE_URI = "sqlite://"
     REDIS_URL = None
     JWT_TTL_SECONDS = 900
+    PASSWORD_HASH_METHOD = "pbkdf2:sha256:1000"  # fixtures hash many passwords
 
 
 class ProductionConfig(BaseConfig):

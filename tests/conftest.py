@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from flask.testing import FlaskClient
 from sqlalchemy import text
 from werkzeug.serving import make_server
 
@@ -34,12 +35,29 @@ def db_url(tmp_path_factory) -> str:
     return database_url(tmp_path_factory)
 
 
+class IsolatedClient(FlaskClient):
+    """Each request in a fresh app context, as a real server does.
+
+    The autouse `_context` fixture keeps an app context open for the whole test; without
+    this, requests would reuse it and `g` (Flask-Login's cached user, our principal, the
+    CSRF token) would leak from one client's request into another's.
+    """
+
+    def open(self, *args, **kwargs):
+        with self.application.app_context():
+            response = super().open(*args, **kwargs)
+            response.get_data()  # buffer the body before the context goes
+            return response
+
+
 @pytest.fixture(scope="session")
 def app_factory(db_url):
     """Build a testing app on the test database, with optional config overrides."""
 
     def build(**overrides):
-        return create_app({"ENV": "testing", "SQLALCHEMY_DATABASE_URI": db_url, **overrides})
+        app = create_app({"ENV": "testing", "SQLALCHEMY_DATABASE_URI": db_url, **overrides})
+        app.test_client_class = IsolatedClient
+        return app
 
     return build
 

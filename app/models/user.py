@@ -25,9 +25,9 @@ class User(db.Model):
 
     memberships: Mapped[list[Membership]] = relationship(back_populates="user")
 
-    def set_password(self, password: str) -> None:
+    def set_password(self, password: str, method: str = "scrypt") -> None:
         """Store a new hash and end every existing session of this user."""
-        self.password_hash = generate_password_hash(password)
+        self.password_hash = generate_password_hash(password, method=method)
         self.session_version = (self.session_version or 0) + 1
 
     def check_password(self, password: str) -> bool:

@@ -40,7 +40,7 @@ def seed_demo() -> DemoResult:
         if user is None:
             user = users.create_user(email, password)
         else:
-            user.set_password(password)
+            users.set_password(user, password)
         if not any(m.tenant_id == tenant.id for m in user.memberships):
             users.grant(tenant, user, role)
             audit.record(tenant, actor, "member.added", "user", user.id,

@@ -2,16 +2,34 @@
 
 from __future__ import annotations
 
+from flask import current_app
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
+from werkzeug.security import check_password_hash, generate_password_hash
 
 from app.errors import Conflict, Unauthorized, ValidationFailed
 from app.extensions import db
 from app.models import Membership, Role, Tenant, User
 
 MIN_PASSWORD = 8
-# A real hash so that a sign-in for an unknown email costs as much as a wrong password.
-_DUMMY = User(password_hash="scrypt:32768:8:1$K1dummyS4lt$" + "0" * 128)
+_DUMMY_HASHES: dict[str, str] = {}
+
+
+def hash_method() -> str:
+    """scrypt in production; tests configure a cheap method to keep fixtures fast."""
+    return current_app.config.get("PASSWORD_HASH_METHOD", "scrypt")
+
+
+def set_password(user: User, password: str) -> None:
+    user.set_password(password, method=hash_method())
+
+
+def _spend_a_hash(password: str) -> None:
+    """Check against a real hash so an unknown email costs as much as a wrong password."""
+    method = hash_method()
+    if method not in _DUMMY_HASHES:
+        _DUMMY_HASHES[method] = generate_password_hash("not-a-password", method=method)
+    check_password_hash(_DUMMY_HASHES[method], password)
 
 
 def normalise_email(email: str) -> str:
@@ -43,7 +61,7 @@ def create_user(email: str, password: str) -> User:
     if find_user(email):
         raise Conflict(f"A user with email {email} already exists.")
     user = User(email=email, session_version=1)
-    user.set_password(password)
+    set_password(user, password)
     db.session.add(user)
     _flush_or_conflict(f"A user with email {email} already exists.")
     return user
@@ -61,7 +79,7 @@ def authenticate(email: str, password: str, tenant_id: int | None = None) -> Mem
     """The membership a correct sign-in lands in; one vague error for every failure."""
     user = find_user(email)
     if user is None:
-        _DUMMY.check_password(password)
+        _spend_a_hash(password)
         raise Unauthorized("Email or password is incorrect.")
     if not user.check_password(password) or not user.is_active:
         raise Unauthorized("Email or password is incorrect.")
@@ -77,7 +95,7 @@ def change_password(user: User, current: str, new: str) -> None:
     if not user.check_password(current):
         raise ValidationFailed.one("current_password", "The current password is incorrect.")
     check_password_policy(new, "new_password")
-    user.set_password(new)
+    set_password(user, new)
 
 
 def grant(tenant: Tenant, user: User, role: Role) -> Membership:
