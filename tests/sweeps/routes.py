@@ -270,10 +270,10 @@ def csrf_token(app: Flask, client) -> str:
 
 def call(app: Flask, client, method: str, path: str, *, headers: dict | None = None,
          json: Any = None, data: Any = None, csrf: bool = False):
-    """One request in its own app context, as a real server would run it.
+    """One request, with a CSRF token when asked, its body read before returning.
 
-    The test's own app context is otherwise reused by the test client, and `g` (the
-    principal, Flask-Login's cached user, the CSRF token) would leak between requests.
+    It runs inside a fresh app context so that nothing the request leaves in `g` or in the
+    scoped database session can be seen by the next one (a real server never shares them).
     """
     headers = dict(headers or {})
     if csrf:
