@@ -1,0 +1,160 @@
+"""A sandbox's egress policy as the host enforces it, and the record of one sandbox's
+enforcement (what the state file holds). Pure: no I/O.
+
+Order of decisions for a new outbound connection (nft.py builds exactly this):
+
+1. never: 0.0.0.0/8, link-local and metadata (169.254.0.0/16), multicast and reserved;
+2. private ranges (10/8, 100.64/10, 127/8, 172.16/12, 192.168/16) only where an
+   `allow_out` entry lies inside them: a broad allow such as 0.0.0.0/0 does not open
+   them, naming 10.1.2.3 or 10.0.0.0/8 does;
+3. allow > deny > default: `allow_out` IPs/CIDRs and IPs learned from DNS answers for
+   allowed names pass; then `deny_out` drops; then the default (deny-all or open).
+
+The host itself is refused separately (only DNS to the resolver reaches it).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.backends.base import BackendError, ResolvedNetworkPolicy
+
+NEVER = ("0.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "240.0.0.0/4")
+PRIVATE = ("10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+_NEVER_NETS = tuple(ipaddress.IPv4Network(n) for n in NEVER)
+_PRIVATE_NETS = tuple(ipaddress.IPv4Network(n) for n in PRIVATE)
+EGRESS_ID = re.compile(r"^[0-9a-f]{10}$")
+FILE_VERSION = 1
+
+
+def _networks(entries: tuple[str, ...], what: str) -> list[ipaddress.IPv4Network]:
+    nets = []
+    for entry in entries:
+        try:
+            net = ipaddress.ip_network(entry.strip(), strict=False)
+        except ValueError:
+            raise BackendError(f"{what} entry {entry!r} is not an IPv4 address or CIDR") from None
+        if net.version != 4:
+            raise BackendError(f"{what} entry {entry!r}: IPv6 is not supported")
+        nets.append(net)
+    return nets
+
+
+def _collapse(nets: list[ipaddress.IPv4Network]) -> tuple[str, ...]:
+    """Merged, sorted CIDRs: nft interval sets refuse overlapping elements."""
+    return tuple(str(n) for n in ipaddress.collapse_addresses(nets))
+
+
+def _domain(entry: str) -> str | None:
+    """`example.com` / `*.example.com` (lowercase, no trailing dot), or None for an IP."""
+    value = entry.strip().lower().rstrip(".")
+    try:
+        ipaddress.ip_network(value, strict=False)
+        return None
+    except ValueError:
+        pass
+    if "/" in value:
+        return None  # a malformed CIDR: _networks reports it
+    return value
+
+
+def is_private(net: ipaddress.IPv4Network) -> bool:
+    return any(net.subnet_of(p) for p in _PRIVATE_NETS)
+
+
+def learnable(ip: str) -> bool:
+    """May an IP from a DNS answer join the learned set? Never a private, link-local or
+    reserved address: an allowed name must not open the app's database (DNS rebinding).
+    Private targets are reachable only by naming them in allow_out."""
+    try:
+        address = ipaddress.IPv4Address(ip)
+    except ValueError:
+        return False
+    return not any(address in net for net in _NEVER_NETS + _PRIVATE_NETS)
+
+
+@dataclass(frozen=True)
+class EgressPolicy:
+    deny_all: bool = False
+    allow: tuple[str, ...] = ()  # allow_out IPs/CIDRs, collapsed
+    deny: tuple[str, ...] = ()  # deny_out IPs/CIDRs, collapsed, without /0 (that is deny_all)
+    domains: tuple[str, ...] = ()  # "example.com" or "*.example.com"
+
+    @classmethod
+    def from_resolved(cls, policy: ResolvedNetworkPolicy) -> EgressPolicy:
+        domains, ips = [], []
+        for entry in policy.allow_out:
+            name = _domain(entry)
+            if name is None:
+                ips.append(entry)
+            elif name not in domains:
+                domains.append(name)
+        allow = _networks(tuple(ips), "allow_out")
+        deny = _networks(policy.deny_out, "deny_out")
+        deny_all = not policy.allow_internet_access or any(n.prefixlen == 0 for n in deny)
+        return cls(deny_all=deny_all, allow=_collapse(allow),
+                   deny=_collapse([n for n in deny if n.prefixlen]), domains=tuple(domains))
+
+    @property
+    def private_allow(self) -> tuple[str, ...]:
+        """The allow_out entries that name (part of) a private range."""
+        return tuple(n for n in self.allow if is_private(ipaddress.IPv4Network(n)))
+
+    def allows_name(self, name: str) -> bool:
+        """Exact entry, or `*.suffix` with name ending in `.suffix` (not the apex)."""
+        name = name.lower().rstrip(".")
+        for entry in self.domains:
+            if entry == name:
+                return True
+            if entry.startswith("*.") and name.endswith(entry[1:]):
+                return True
+        return False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"deny_all": self.deny_all, "allow": list(self.allow), "deny": list(self.deny),
+                "domains": list(self.domains)}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> EgressPolicy:
+        return cls(deny_all=bool(raw["deny_all"]), allow=tuple(raw["allow"]),
+                   deny=tuple(raw["deny"]), domains=tuple(raw["domains"]))
+
+
+@dataclass(frozen=True)
+class SandboxNet:
+    """One sandbox's enforcement: its network, its resolver's upstream, its policy.
+
+    Written once, at creation, as the sandbox's state file; the resolver serves from it
+    and the firewall rules can be rebuilt from it (after a host reboot)."""
+
+    id: str  # 10 hex digits: network sandlot-<id>, bridge sl-<id>, nft objects sb_<id>_*
+    subnet: str
+    gateway: str
+    upstream: str | None  # "ip:port" the resolver forwards to; None: nothing resolves
+    policy: EgressPolicy
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def network(self) -> str:
+        return f"sandlot-{self.id}"
+
+    @property
+    def bridge(self) -> str:
+        return f"sl-{self.id}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"version": FILE_VERSION, "id": self.id, "network": self.network,
+                "bridge": self.bridge, "subnet": self.subnet, "gateway": self.gateway,
+                "upstream": self.upstream, "policy": self.policy.as_dict(),
+                "metadata": dict(self.metadata)}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> SandboxNet:
+        if raw.get("version") != FILE_VERSION or not EGRESS_ID.match(str(raw.get("id"))):
+            raise ValueError("not a sandlot egress state file")
+        return cls(id=raw["id"], subnet=raw["subnet"], gateway=raw["gateway"],
+                   upstream=raw.get("upstream"), policy=EgressPolicy.from_dict(raw["policy"]),
+                   metadata=dict(raw.get("metadata") or {}))
