@@ -14,12 +14,18 @@ Files: see docker_files.py (archive API for content, exec for the rest, checked 
 the requesting user). Engine plumbing (settings, error mapping, the exec stream): see
 docker_io.py.
 
+Network (decisions 5): a sandbox with network access joins its own bridge network, and
+host nftables rules plus a DNS resolver we run enforce its policy; see egress/. Where
+this host cannot enforce (remote or rootless engine, not root, no nft), a policy that
+restricts anything is refused, and an open one gets the default bridge.
+
 Idle TTL: Docker has no engine-side idle pause; `idle_ttl_seconds` is exposed for the
 job that pauses idle sandboxes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections.abc import Iterator
@@ -45,6 +51,7 @@ from app.backends.base import (
 )
 from app.backends.docker_files import DockerFiles, user_name
 from app.backends.docker_io import DockerSettings
+from app.backends.egress import manager as egress
 
 SNAPSHOT_REPO = "sandlot/snapshot"
 SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
@@ -92,14 +99,19 @@ class DockerBackend(DockerFiles):
     """The sandbox protocol on a Docker engine (local unix socket or tcp+TLS)."""
 
     provider = "docker"
-    # egress_rules turns True when per-sandbox networks + nftables enforce allow/deny.
+    # egress_rules: per-sandbox networks + host nftables enforce allow/deny (egress/);
+    # an engine that is not local (see __init__) cannot be enforced from here.
     capabilities = Capabilities(reconnect=True, metadata=True, list=True, pause_resume=True,
-                                filesystem=True, snapshots=True, templates=True)
+                                filesystem=True, snapshots=True, templates=True,
+                                egress_rules=egress.host_supports())
 
     def __init__(self, settings: dict[str, Any]):
         self.settings = DockerSettings.from_dict(settings)
         self.idle_ttl_seconds = self.settings.idle_ttl_seconds
         self._client: docker.APIClient | None = None
+        self._egress: egress.EgressManager | None = None
+        if not self.settings.host.startswith("unix://"):
+            self.capabilities = dataclasses.replace(self.capabilities, egress_rules=False)
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -123,10 +135,17 @@ class DockerBackend(DockerFiles):
                 self._client = docker_io.make_client(self.settings)
         return self._client
 
+    @property
+    def egress(self) -> egress.EgressManager:
+        if self._egress is None:
+            self._egress = egress.EgressManager(self.api, self.settings.host)
+        return self._egress
+
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
             self._client = None
+            self._egress = None
 
     def _inspect(self, sandbox_id: str) -> dict[str, Any]:
         """The container, if it exists and is ours."""
@@ -185,30 +204,38 @@ class DockerBackend(DockerFiles):
             raise BackendError(f"Docker image {image} not found on {self.settings.host}; "
                                "build it (scripts/sandbox-image.sh) or fix the image") from None
 
-    def _network_for(self, spec: SandboxSpec) -> str:
-        """The network a new sandbox joins: "none" or "bridge".
+    def _network_for(self, spec: SandboxSpec) -> egress.Attachment:
+        """The network a new sandbox joins, created (with its rules) when it is its own.
 
-        Seam for the egress task: it will create a per-sandbox network here and return
-        its name, with nftables rules in `table inet sandlot` enforcing the resolved
-        policy. Until then: no network at all when the policy allows nothing (no
-        internet access and no allow_out) or the config says none; the default bridge
-        otherwise (allow_out/deny_out are NOT enforced yet: capabilities.egress_rules
-        is False).
+        No network at all when the policy allows nothing (no internet access and no
+        allow_out) or the config says none. Otherwise its own network whose egress the
+        host enforces (allow > deny > default, host/link-local/private ranges refused).
+        When this host cannot enforce, a restricting policy is an error (never run
+        open) and an open policy gets the default bridge.
         """
         if "none" in (self.settings.network_mode, spec.network_mode):
-            return "none"
+            return egress.NO_NETWORK
         policy = spec.network
         if not policy.allow_internet_access and not policy.allow_out:
-            return "none"
-        return "bridge"
+            return egress.NO_NETWORK
+        reason = self.egress.unavailable_reason() if self.capabilities.egress_rules else (
+            "this host cannot enforce network rules (needs root, nftables and a local engine)")
+        if reason:
+            if policy.restricted:
+                raise BackendError(f"this config's network policy cannot be enforced: {reason}. "
+                                   "Clear allow_out/deny_out and deny-by-default, or run "
+                                   "Sandlot as root next to a local Docker engine")
+            return egress.DEFAULT_BRIDGE
+        with self._errors("create sandbox network"):
+            return self.egress.attach(policy, spec.metadata)
 
-    def _host_config(self, spec: SandboxSpec) -> dict[str, Any]:
+    def _host_config(self, spec: SandboxSpec, network: egress.Attachment) -> dict[str, Any]:
         cpu = spec.cpu_limit or self.settings.cpu_limit
         memory = spec.memory_limit_mb or self.settings.memory_limit_mb
         memory_bytes = memory * (1 << 20) if memory else None
         return self.api.create_host_config(
             cap_drop=["ALL"], security_opt=["no-new-privileges"], init=True,
-            auto_remove=False, network_mode=self._network_for(spec),
+            auto_remove=False, network_mode=network.network, dns=list(network.dns) or None,
             nano_cpus=int(cpu * 1e9) if cpu else None,
             mem_limit=memory_bytes, memswap_limit=memory_bytes,
             pids_limit=spec.pids_limit or self.settings.pids_limit,
@@ -225,10 +252,18 @@ class DockerBackend(DockerFiles):
             raise BackendError("docker backend requires image")
         labels = _labels(spec.metadata, self._require_image(image))
         secrets = tuple(spec.env.values())
-        with self._errors("create sandbox", secrets):
-            container = self.api.create_container(
-                image, command=["sleep", "infinity"], labels=labels,
-                environment=dict(spec.env), host_config=self._host_config(spec))
+        network = self._network_for(spec)
+        try:
+            with self._errors("create sandbox", secrets):
+                container = self.api.create_container(
+                    image, command=["sleep", "infinity"], labels=labels,
+                    environment=dict(spec.env), host_config=self._host_config(spec, network))
+        except BaseException:
+            try:
+                self._release_network(network.egress_id)
+            except BackendError:
+                pass  # the first error is the one to report; cleanup_orphans gets the rest
+            raise
         try:
             with self._errors("start sandbox", secrets):
                 self.api.start(container["Id"])
@@ -236,6 +271,11 @@ class DockerBackend(DockerFiles):
             self.delete(container["Id"])
             raise
         return self.get(container["Id"])
+
+    def _release_network(self, egress_id: str | None) -> None:
+        if egress_id:
+            with self._errors("remove sandbox network"):
+                self.egress.release(egress_id)
 
     def get(self, sandbox_id: str) -> SandboxInfo:
         return self._from_inspect(self._inspect(sandbox_id))
@@ -253,6 +293,10 @@ class DockerBackend(DockerFiles):
         """Resume a paused sandbox (or start a stopped one) and return it running."""
         data = self._inspect(sandbox_id)
         status = data["State"]["Status"]
+        egress_id = egress.egress_id_of(data)
+        if egress_id and status in ("paused", "created", "exited"):
+            with self._errors("restore sandbox network rules"):
+                self.egress.ensure(egress_id)
         with self._errors("resume sandbox"):
             if status == "paused":
                 self.api.unpause(data["Id"])
@@ -282,10 +326,11 @@ class DockerBackend(DockerFiles):
             with self._errors("delete sandbox"):
                 self.api.remove_container(data["Id"], force=True, v=True)
         except SandboxNotFound:
-            return
+            pass
         except BackendError as exc:
             if "already in progress" not in exc.reason:
                 raise
+        self._release_network(egress.egress_id_of(data))
 
     # -- exec -----------------------------------------------------------------------------
 

@@ -153,3 +153,9 @@ def _remove_test_containers() -> Iterator[None]:
             for tag in image.get("RepoTags") or ():
                 if tag.startswith(f"sandlot/snapshot:{SNAPSHOT_PREFIX}"):
                     api.remove_image(tag, force=True)
+        # Their egress networks, nft rules and state files (when this host enforces).
+        from app.backends.egress.manager import EgressManager
+
+        egress = EgressManager(api, DOCKER_HOST)
+        if egress.unavailable_reason() is None:
+            egress.cleanup_orphans(grace_sec=0, metadata={RUN_LABEL: RUN_ID})

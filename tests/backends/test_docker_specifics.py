@@ -99,15 +99,21 @@ def test_config_and_exec_env_values_are_not_in_errors(docker_harness: Harness):
 
 def test_network_follows_the_policy_and_the_config(engine, docker_harness: Harness):
     deny_all = docker_harness.create(network=ResolvedNetworkPolicy(allow_internet_access=False))
-    allow_some = docker_harness.create(network=ResolvedNetworkPolicy(
-        allow_internet_access=False, allow_out=("10.1.2.3/32",)))
     internet = docker_harness.create()
+    allow_some = ResolvedNetworkPolicy(allow_internet_access=False, allow_out=("10.1.2.3/32",))
 
     assert host_config(engine, deny_all.id)["NetworkMode"] == "none"
-    assert host_config(engine, allow_some.id)["NetworkMode"] == "bridge"
-    assert host_config(engine, internet.id)["NetworkMode"] == "bridge"
     interfaces = docker_harness.backend.exec(deny_all.id, "ls /sys/class/net").stdout.split()
     assert interfaces == ["lo"]
+    if docker_harness.backend.egress.unavailable_reason() is None:
+        # Enforced here: each networked sandbox has its own network (test_egress.py).
+        restricted = docker_harness.create(network=allow_some)
+        assert host_config(engine, restricted.id)["NetworkMode"].startswith("sandlot-")
+        assert host_config(engine, internet.id)["NetworkMode"].startswith("sandlot-")
+    else:  # a policy that restricts is refused rather than run open
+        with pytest.raises(BackendError, match="cannot be enforced"):
+            docker_harness.create(network=allow_some)
+        assert host_config(engine, internet.id)["NetworkMode"] == "bridge"
 
 
 def test_config_network_mode_none_wins(engine, docker_harness: Harness):

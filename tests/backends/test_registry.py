@@ -7,6 +7,7 @@ import pytest
 from app.backends import registry
 from app.backends.base import Backend, Unsupported
 from app.backends.docker import DockerBackend
+from app.backends.egress import manager as egress
 
 
 def test_docker_type_builds_a_docker_backend_without_contacting_it():
@@ -35,8 +36,15 @@ def test_capabilities_are_declared_per_type():
     docker = registry.capabilities_for("docker")
 
     assert docker.pause_resume and docker.snapshots and docker.filesystem and docker.list
-    assert not docker.egress_rules  # until per-sandbox networks enforce allow/deny
+    assert docker.egress_rules == egress.host_supports()  # root + nftables on this host
     assert not docker.timeout_refresh
     assert registry.capabilities_for("e2b").egress_rules
     assert registry.capabilities_for("cube").timeout_refresh
     assert set(docker.as_dict()) == set(registry.capabilities_for("e2b").as_dict())
+
+
+def test_a_remote_engine_cannot_have_its_egress_enforced_from_here():
+    backend = registry.make_backend("docker", {"image": "x", "host": "tcp://127.0.0.1:1"})
+
+    assert not backend.capabilities.egress_rules
+    assert DockerBackend.capabilities.egress_rules == egress.host_supports()
