@@ -1,0 +1,565 @@
+"""Docker egress enforcement (decisions 5) on the real engine, real nftables, real DNS.
+
+A private "internet" lives in a network namespace this module creates: one veth to the
+host, HTTP servers answering with the address they were reached on (public-looking
+TEST-NET-3 addresses, a private 192.168.213.10 and a fake metadata 169.254.169.254) and
+a test DNS server (zone below) that logs every query it sees. The resolver's upstream
+is that server, and the sandboxes' subnets come from a test pool, so no real DNS is used.
+
+Nothing may leave this machine even if enforcement were broken: traffic from the test
+pool is routed by a policy-routing table that knows only the namespace and blackholes
+everything else.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+import pytest
+
+from app.backends.base import BackendError, ResolvedNetworkPolicy, SandboxInfo
+from app.backends.docker import DockerBackend
+from app.backends.egress import dns, manager, nft
+from tests.backends.conftest import (
+    BASE_IMAGE,
+    RUN_ID,
+    RUN_LABEL,
+    Harness,
+    docker_settings,
+    in_ci,
+    require_docker,
+)
+
+# Fixed names: one world per machine at a time (WORLD_LOCK), and a killed run's leftovers
+# are found and removed by the next one.
+NETNS, VETH_HOST, VETH_NS = "sandlot-egress-test", "sltw-host", "sltw-ns"
+ROUTE_TABLE = "52113"
+RULE_PREF = "5213"
+POOL = "10.214.0.0/16"  # sandbox subnets in this module
+HOST_IP = "203.0.113.1"  # the host's end of the veth
+A, B = "203.0.113.10", "203.0.113.11"
+GOOD, BAD, SVC_SUB, SVC_APEX, SHORT, CNAMED = (f"203.0.113.{n}" for n in range(20, 26))
+DNS_IP = "203.0.113.53"
+PRIVATE_IP = "192.168.213.10"
+METADATA_IP = "169.254.169.254"
+NS_ADDRESSES = [f"{ip}/24" for ip in (A, B, GOOD, BAD, SVC_SUB, SVC_APEX, SHORT, CNAMED,
+                                      DNS_IP)] + [f"{PRIVATE_IP}/32", f"{METADATA_IP}/32"]
+ROUTES = ["203.0.113.0/24", "192.168.213.0/24", f"{METADATA_IP}/32"]
+HTTP_PORT = 8080
+WORLD_LOCK = Path("/run/lock/sandlot-egress-tests.lock")
+ZONE = {
+    "good.test.example": ["A", GOOD, 60],
+    "bad.test.example": ["A", BAD, 60],
+    "a.svc.example": ["A", SVC_SUB, 60],
+    "svc.example": ["A", SVC_APEX, 60],
+    "short.test.example": ["A", SHORT, 1],
+    "rebind.test.example": ["A", PRIVATE_IP, 60],
+    "cname.test.example": ["CNAME", "target.elsewhere.example", 60],
+    "target.elsewhere.example": ["A", CNAMED, 60],
+}
+
+# Runs inside the namespace: HTTP on every address, the test zone on DNS_IP:53.
+WORLD = r"""
+import json, socket, sys, threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dnslib import A, CNAME, QTYPE, RCODE, RR, DNSRecord
+
+zone, dns_ip, log_path, port = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+
+class Echo(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = self.connection.getsockname()[0].encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+
+def answer(data):
+    query = DNSRecord.parse(data)
+    name = str(query.q.qname).lower().rstrip(".")
+    with open(log_path, "a") as log:
+        log.write(f"{name} {QTYPE[query.q.qtype]}\n")
+    reply = query.reply()
+    if name not in zone:
+        reply.header.rcode = RCODE.NXDOMAIN
+    while name in zone:
+        kind, value, ttl = zone[name]
+        if kind == "CNAME":
+            reply.add_answer(RR(name, QTYPE.CNAME, rdata=CNAME(value), ttl=ttl))
+            name = value
+            continue
+        if query.q.qtype == QTYPE.A:
+            reply.add_answer(RR(name, QTYPE.A, rdata=A(value), ttl=ttl))
+        break
+    return reply.pack()
+
+udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+udp.bind((dns_ip, 53))
+http = ThreadingHTTPServer(("0.0.0.0", port), Echo)
+threading.Thread(target=http.serve_forever, daemon=True).start()
+print("ready", flush=True)
+while True:
+    data, peer = udp.recvfrom(4096)
+    udp.sendto(answer(data), peer)
+"""
+
+# Runs inside a sandbox: resolve each target and open a TCP connection (an HTTP GET).
+PROBE = r"""
+import json, socket, sys
+from concurrent.futures import ThreadPoolExecutor
+timeout = float(sys.argv[1])
+def one(target):
+    host, _, port = target.partition(":")
+    try:
+        ip = socket.gethostbyname(host)
+    except socket.gaierror as exc:
+        return "nxdomain" if exc.errno == socket.EAI_NONAME else "dnsfail"
+    try:
+        conn = socket.create_connection((ip, int(port or 8080)), timeout=timeout)
+    except socket.timeout:
+        return "timeout"
+    except ConnectionRefusedError:
+        return "refused"
+    except OSError as exc:
+        return f"error {exc.errno}"
+    with conn:  # connected: "ok", plus the HTTP body when there is one
+        data = b""
+        try:
+            conn.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            while chunk := conn.recv(4096):
+                data += chunk
+        except OSError:
+            pass
+    return ("ok " + data.split(b"\r\n\r\n", 1)[-1].decode()).strip()
+with ThreadPoolExecutor(16) as pool:
+    print(json.dumps(dict(zip(sys.argv[2:], pool.map(one, sys.argv[2:])))))
+"""
+
+
+def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: {done.stderr.strip()}")
+    return done
+
+
+def require_egress() -> None:
+    """Skip (locally) or fail (CI) unless the engine, nft, ip and root are all here."""
+    require_docker()
+    problems = []
+    if os.geteuid() != 0:
+        problems.append("not root")
+    for tool in ("ip",):
+        if shutil.which(tool) is None:
+            problems.append(f"{tool} not installed")
+    if nft.available():
+        problems.append(nft.available())
+    if problems:
+        message = ("egress enforcement cannot be tested here: " + "; ".join(problems)
+                   + ". Run as root after `bash scripts/services.sh install`.")
+        if in_ci():
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+# -- the test internet -------------------------------------------------------------------
+
+def _teardown_world() -> None:
+    sh("ip", "rule", "del", "pref", RULE_PREF, check=False)
+    sh("ip", "route", "flush", "table", ROUTE_TABLE, check=False)
+    sh("ip", "link", "del", VETH_HOST, check=False)
+    sh("ip", "netns", "del", NETNS, check=False)
+
+
+@dataclass
+class World:
+    dns_log: Path
+    processes: list[subprocess.Popen] = field(default_factory=list)
+
+    def queries(self) -> list[str]:
+        """Names the test DNS server was asked for."""
+        if not self.dns_log.exists():
+            return []
+        return [line.split()[0] for line in self.dns_log.read_text().splitlines() if line]
+
+    def check_confined(self) -> None:
+        """Traffic from the test pool can only reach the namespace (or nowhere)."""
+        rules = sh("ip", "rule", "list", "pref", RULE_PREF).stdout
+        assert f"from {POOL} lookup {ROUTE_TABLE}" in rules, rules
+        table = sh("ip", "route", "show", "table", ROUTE_TABLE).stdout
+        assert "blackhole default" in table, table
+        for route in ROUTES:
+            assert f"{route.removesuffix('/32')} dev {VETH_HOST}" in table, table
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> Iterator[World]:
+    require_egress()
+    WORLD_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    lock = WORLD_LOCK.open("a")
+    fcntl.flock(lock, fcntl.LOCK_EX)  # another run's world on this machine: wait for it
+    tmp = tmp_path_factory.mktemp("egress-world")
+    result = World(dns_log=tmp / "dns-queries.log")
+    try:
+        _teardown_world()  # what a killed run may have left (same fixed names)
+        sh("ip", "netns", "add", NETNS)
+        sh("ip", "link", "add", VETH_HOST, "type", "veth", "peer", "name", VETH_NS)
+        sh("ip", "link", "set", VETH_NS, "netns", NETNS)
+        sh("ip", "addr", "add", f"{HOST_IP}/24", "dev", VETH_HOST)
+        sh("ip", "link", "set", VETH_HOST, "up")
+        for address in NS_ADDRESSES:
+            sh("ip", "-n", NETNS, "addr", "add", address, "dev", VETH_NS)
+        sh("ip", "-n", NETNS, "link", "set", "lo", "up")
+        sh("ip", "-n", NETNS, "link", "set", VETH_NS, "up")
+        sh("ip", "-n", NETNS, "route", "add", "default", "via", HOST_IP)
+        # Sandbox traffic (from the test pool): the namespace or nothing. Replies to the
+        # sandboxes themselves go back to the main table (throw).
+        for route in ROUTES:
+            sh("ip", "route", "add", route, "dev", VETH_HOST, "table", ROUTE_TABLE)
+        sh("ip", "route", "add", "throw", POOL, "table", ROUTE_TABLE)
+        sh("ip", "route", "add", "blackhole", "default", "table", ROUTE_TABLE)
+        sh("ip", "rule", "add", "pref", RULE_PREF, "from", POOL, "lookup", ROUTE_TABLE)
+        script = tmp / "world.py"
+        script.write_text(WORLD)
+        process = subprocess.Popen(
+            ["ip", "netns", "exec", NETNS, sys.executable, str(script), json.dumps(ZONE),
+             DNS_IP, str(result.dns_log), str(HTTP_PORT)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        result.processes.append(process)
+        line = process.stdout.readline() if process.stdout else ""
+        assert line.strip() == "ready", f"test world did not start: {line}"
+        result.check_confined()
+        yield result
+    finally:
+        for process in result.processes:
+            process.terminate()
+            process.wait(timeout=10)
+        _teardown_world()
+        lock.close()
+
+
+@pytest.fixture(scope="module")
+def state_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("egress-state")
+
+
+@pytest.fixture(scope="module")
+def egress_env(world: World, state_dir: Path) -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SANDBOX_EGRESS_STATE_DIR", str(state_dir))
+        patch.setenv("SANDBOX_DNS_UPSTREAM", DNS_IP)
+        patch.setenv("SANDBOX_EGRESS_SUBNETS", POOL)
+        yield
+
+
+@pytest.fixture(scope="module")
+def sandboxes(egress_env, state_dir: Path) -> Iterator[Harness]:
+    backend = DockerBackend(docker_settings())
+    harness = Harness("docker", backend, BASE_IMAGE)
+    try:
+        yield harness
+    finally:
+        harness.cleanup()
+        backend.egress.cleanup_orphans(grace_sec=0, metadata={RUN_LABEL: RUN_ID})
+        _stop_resolver(state_dir)
+        backend.close()
+
+
+def _stop_resolver(state_dir: Path) -> None:
+    pid_file = dns.pid_path(state_dir)
+    if pid_file.exists():
+        pid = int(pid_file.read_text())
+        try:
+            os.kill(pid, 15)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + 10
+        while manager.resolver_running(state_dir) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+
+def policy(*, deny_all: bool = False, allow: tuple[str, ...] = (),
+           deny: tuple[str, ...] = ()) -> ResolvedNetworkPolicy:
+    """As resolve_policy makes it: deny-by-default adds 0.0.0.0/0 to deny_out."""
+    return ResolvedNetworkPolicy(allow_internet_access=not deny_all, allow_out=allow,
+                                 deny_out=deny + (("0.0.0.0/0",) if deny_all else ()))
+
+
+def probe(harness: Harness, sandbox: SandboxInfo, *targets: str,
+          timeout: float = 2.0) -> dict[str, str]:
+    command = f"python3 -c {shlex.quote(PROBE)} {timeout} {' '.join(targets)}"
+    result = harness.backend.exec(sandbox.id, command, timeout_sec=60)
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def egress_id(harness: Harness, sandbox: SandboxInfo) -> str:
+    data = harness.backend.api.inspect_container(sandbox.id)
+    found = manager.egress_id_of(data)
+    assert found, data["HostConfig"]["NetworkMode"]
+    return found
+
+
+def reached(ip: str) -> str:
+    return f"ok {ip}"
+
+
+# -- the cases ---------------------------------------------------------------------------
+
+def test_open_policy_reaches_public_targets_and_resolves_everything(world, sandboxes):
+    sandbox = sandboxes.create()
+
+    result = probe(sandboxes, sandbox, A, B, "good.test.example")
+
+    assert result == {A: reached(A), B: reached(B), "good.test.example": reached(GOOD)}
+    net_id = egress_id(sandboxes, sandbox)
+    network = sandboxes.backend.api.inspect_network(f"sandlot-{net_id}")
+    assert network["Options"]["com.docker.network.bridge.name"] == f"sl-{net_id}"
+    assert network["Labels"][RUN_LABEL] == RUN_ID  # the sandbox metadata, for cleanup
+    assert network["Labels"]["sandlot_session_id"] == sandbox.metadata["sandlot_session_id"]
+
+
+def test_deny_out_blocks_only_that_ip(world, sandboxes):
+    sandbox = sandboxes.create(network=policy(deny=(B,)))
+
+    assert probe(sandboxes, sandbox, A, B) == {A: reached(A), B: "timeout"}
+
+
+def test_deny_by_default_with_an_allowed_ip(world, sandboxes):
+    sandbox = sandboxes.create(network=policy(deny_all=True, allow=(A,)))
+
+    result = probe(sandboxes, sandbox, A, B, "good.test.example")
+
+    assert result == {A: reached(A), B: "timeout", "good.test.example": "nxdomain"}
+
+
+def test_allowed_domain_resolves_and_is_reachable_and_nothing_else_is(world, sandboxes):
+    sandbox = sandboxes.create(network=policy(deny_all=True, allow=("good.test.example",)))
+
+    result = probe(sandboxes, sandbox, "good.test.example", "bad.test.example", BAD, B)
+
+    assert result == {"good.test.example": reached(GOOD), "bad.test.example": "nxdomain",
+                      BAD: "timeout", B: "timeout"}
+    assert "good.test.example" in world.queries()
+    assert "bad.test.example" not in world.queries()  # refused names never leave
+    assert GOOD in nft.learned(egress_id(sandboxes, sandbox))
+
+
+def test_wildcard_covers_subdomains_not_the_apex(world, sandboxes):
+    sandbox = sandboxes.create(network=policy(deny_all=True, allow=("*.svc.example",)))
+
+    result = probe(sandboxes, sandbox, "a.svc.example", "svc.example", SVC_APEX)
+
+    assert result == {"a.svc.example": reached(SVC_SUB), "svc.example": "nxdomain",
+                      SVC_APEX: "timeout"}
+    assert "svc.example" not in world.queries()
+
+
+def test_cname_chain_of_an_allowed_name_is_learned(world, sandboxes):
+    sandbox = sandboxes.create(network=policy(deny_all=True, allow=("cname.test.example",)))
+
+    assert probe(sandboxes, sandbox, "cname.test.example") == {
+        "cname.test.example": reached(CNAMED)}
+
+
+def test_learned_ip_expires_with_the_ttl(world, sandboxes):
+    sandbox = sandboxes.create(network=policy(deny_all=True, allow=("short.test.example",)))
+    net_id = egress_id(sandboxes, sandbox)
+
+    assert probe(sandboxes, sandbox, "short.test.example") == {
+        "short.test.example": reached(SHORT)}
+    deadline = time.monotonic() + dns.MIN_TTL + 10  # TTL 1 s, kept at least MIN_TTL
+    while SHORT in nft.learned(net_id):
+        assert time.monotonic() < deadline, "learned IP never expired"
+        time.sleep(0.5)
+
+    assert probe(sandboxes, sandbox, SHORT) == {SHORT: "timeout"}
+
+
+def test_allowed_name_pointing_at_a_private_address_is_not_opened(world, sandboxes):
+    sandbox = sandboxes.create(network=policy(deny_all=True, allow=("rebind.test.example",)))
+
+    assert probe(sandboxes, sandbox, "rebind.test.example") == {
+        "rebind.test.example": "timeout"}
+    assert PRIVATE_IP not in nft.learned(egress_id(sandboxes, sandbox))
+
+
+@pytest.fixture
+def host_server() -> Iterator[int]:
+    """A TCP server on the host, bound to every address; yields its port."""
+    server = socket.create_server(("0.0.0.0", 0))
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+                conn.close()
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join(timeout=5)
+    server.close()
+
+
+def test_the_host_is_unreachable_except_its_dns(world, sandboxes, host_server):
+    sandbox = sandboxes.create()
+    gateway = sandboxes.backend.egress.load(
+        egress_id(sandboxes, sandbox)).gateway
+    with socket.create_connection((gateway, host_server), timeout=2):
+        pass  # the server does answer on the gateway address, from the host itself
+
+    result = probe(sandboxes, sandbox, f"{gateway}:{host_server}", f"{HOST_IP}:{host_server}",
+                   "good.test.example")
+
+    assert result == {f"{gateway}:{host_server}": "timeout",
+                      f"{HOST_IP}:{host_server}": "timeout",
+                      "good.test.example": reached(GOOD)}
+
+
+def test_metadata_address_is_unreachable_even_when_allowed(world, sandboxes):
+    open_box = sandboxes.create()
+    allowed = sandboxes.create(network=policy(allow=(METADATA_IP,)))
+
+    assert probe(sandboxes, open_box, METADATA_IP) == {METADATA_IP: "timeout"}
+    assert probe(sandboxes, allowed, METADATA_IP) == {METADATA_IP: "timeout"}
+
+
+def test_private_range_only_when_named(world, sandboxes):
+    open_box = sandboxes.create()
+    broad = sandboxes.create(network=policy(allow=("0.0.0.0/0",)))
+    named = sandboxes.create(network=policy(deny_all=True, allow=(PRIVATE_IP,)))
+
+    assert probe(sandboxes, open_box, PRIVATE_IP, A) == {PRIVATE_IP: "timeout", A: reached(A)}
+    assert probe(sandboxes, broad, PRIVATE_IP) == {PRIVATE_IP: "timeout"}
+    assert probe(sandboxes, named, PRIVATE_IP, A) == {PRIVATE_IP: reached(PRIVATE_IP),
+                                                      A: "timeout"}
+
+
+def test_policy_is_fixed_at_creation(world, sandboxes):
+    first = sandboxes.create(network=policy(deny=(B,)))
+    second = sandboxes.create(network=policy(deny=(A,)))  # "the config was edited"
+
+    assert probe(sandboxes, first, A, B) == {A: reached(A), B: "timeout"}
+    assert probe(sandboxes, second, A, B) == {A: "timeout", B: reached(B)}
+
+
+def test_delete_removes_network_rules_and_state(world, sandboxes, state_dir):
+    sandbox = sandboxes.create(network=policy(deny_all=True, allow=("good.test.example",)))
+    net_id = egress_id(sandboxes, sandbox)
+    state_file = dns.sandboxes_dir(state_dir) / f"{net_id}.json"
+    assert state_file.exists() and net_id in nft.sandbox_ids()
+
+    sandboxes.backend.delete(sandbox.id)
+
+    with pytest.raises(docker.errors.NotFound):
+        sandboxes.backend.api.inspect_network(f"sandlot-{net_id}")
+    assert net_id not in nft.sandbox_ids()
+    assert not state_file.exists()
+    assert f"sl-{net_id}" not in sh("ip", "-br", "link").stdout
+
+
+def test_resume_restores_lost_rules_and_resolver(world, sandboxes, state_dir):
+    sandbox = sandboxes.create(network=policy(deny_all=True, allow=("good.test.example",)))
+    net_id = egress_id(sandboxes, sandbox)
+    sandboxes.backend.pause(sandbox.id)
+    nft.remove(net_id)  # as after a host reboot
+    _stop_resolver(state_dir)
+
+    sandboxes.backend.connect(sandbox.id)
+
+    assert nft.has_sandbox(net_id)
+    assert probe(sandboxes, sandbox, "good.test.example", B) == {
+        "good.test.example": reached(GOOD), B: "timeout"}
+
+
+def test_names_do_not_resolve_while_the_resolver_is_down(world, sandboxes, state_dir):
+    sandbox = sandboxes.create()
+    _stop_resolver(state_dir)
+    try:
+        assert probe(sandboxes, sandbox, "good.test.example", A) == {
+            "good.test.example": "dnsfail", A: reached(A)}
+    finally:
+        sandboxes.create()  # brings the resolver back for the other tests
+
+
+def test_resolver_answers_over_tcp(world, sandboxes):
+    from dnslib import DNSRecord
+
+    sandbox = sandboxes.create(network=policy(deny_all=True, allow=("good.test.example",)))
+    net = sandboxes.backend.egress.load(
+        egress_id(sandboxes, sandbox))
+    answers = {}
+    for name in ("good.test.example", "bad.test.example"):
+        query = DNSRecord.question(name).pack()
+        with socket.create_connection((net.gateway, 53), timeout=5) as conn:
+            conn.sendall(len(query).to_bytes(2, "big") + query)
+            size = int.from_bytes(conn.recv(2, socket.MSG_WAITALL), "big")
+            answers[name] = DNSRecord.parse(conn.recv(size, socket.MSG_WAITALL))
+
+    assert [str(rr.rdata) for rr in answers["good.test.example"].rr] == [GOOD]
+    assert answers["bad.test.example"].header.rcode == 3  # NXDOMAIN
+
+
+def test_cleanup_orphans_removes_what_a_vanished_container_left(world, sandboxes, state_dir):
+    sandbox = sandboxes.create()
+    net_id = egress_id(sandboxes, sandbox)
+    sandboxes.backend.api.remove_container(sandbox.id, force=True)  # behind our back
+    egress = sandboxes.backend.egress
+
+    assert net_id not in egress.cleanup_orphans(metadata={RUN_LABEL: RUN_ID})  # grace period
+    removed = egress.cleanup_orphans(grace_sec=0, metadata={RUN_LABEL: RUN_ID})
+
+    assert net_id in removed
+    assert net_id not in nft.sandbox_ids()
+    assert not (dns.sandboxes_dir(state_dir) / f"{net_id}.json").exists()
+    with pytest.raises(docker.errors.NotFound):
+        sandboxes.backend.api.inspect_network(f"sandlot-{net_id}")
+
+
+def test_without_enforcement_a_restricting_policy_is_refused(world, sandboxes, monkeypatch):
+    backend = sandboxes.backend
+    monkeypatch.setattr(backend.egress, "unavailable_reason", lambda: "no nft in this test")
+
+    with pytest.raises(BackendError, match="cannot be enforced: no nft in this test"):
+        sandboxes.create(network=policy(deny=(B,)))
+    with pytest.raises(BackendError, match="cannot be enforced"):
+        sandboxes.create(network=policy(deny_all=True, allow=("good.test.example",)))
+    open_box = sandboxes.create()  # nothing to enforce in the policy: the default bridge
+
+    assert backend.api.inspect_container(open_box.id)["HostConfig"]["NetworkMode"] == "bridge"
+
+
+def test_control_without_our_rules_the_blocked_targets_answer(world, sandboxes, host_server):
+    """The blocks above are ours: the same sandbox with its nft rules removed reaches
+    the host, the private and the metadata targets of the test world."""
+    sandbox = sandboxes.create(network=policy(deny=(B,)))
+    net_id = egress_id(sandboxes, sandbox)
+    gateway = sandboxes.backend.egress.load(net_id).gateway
+    nft.remove(net_id)
+
+    result = probe(sandboxes, sandbox, METADATA_IP, PRIVATE_IP, B, f"{gateway}:{host_server}")
+
+    assert result == {METADATA_IP: reached(METADATA_IP), PRIVATE_IP: reached(PRIVATE_IP),
+                      B: reached(B), f"{gateway}:{host_server}": "ok"}
+    sandboxes.backend.delete(sandbox.id)
