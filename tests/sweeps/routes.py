@@ -118,6 +118,28 @@ def _tenant_id(world: factories.TenantUsers) -> int:
     return world.tenant.id
 
 
+def make_sandbox_config(tenant, secret: str = "sweep-secret-value") -> str:
+    """A live E2B config whose provider is a closed loopback port (no traffic leaves)."""
+    from app.models import SandboxConfig
+    from app.services import sandbox_doc
+
+    doc = sandbox_doc.validate({
+        "sandbox_type": "e2b", "allow_private_endpoints": True,
+        "e2b": {"api_key": secret, "template_id": "base", "api_url": "http://127.0.0.1:9"},
+        "env_vars": {"SWEEP_TOKEN": secret},
+    }, resolve_urls=False)
+    row = SandboxConfig(id=str(uuid.uuid4()), tenant_id=tenant.id,
+                        name=f"sweep {uuid.uuid4().hex[:6]}", description="",
+                        sandbox_type="e2b", config=doc)
+    db.session.add(row)
+    db.session.commit()
+    return row.id
+
+
+def _config_id(world: factories.TenantUsers) -> str:
+    return make_sandbox_config(world.tenant)
+
+
 # url_map parameter name -> a real row of the given tenant (its id is what goes in the URL).
 # A route with a parameter missing here fails the sweep: add a factory for it.
 PARAM_ROWS: dict[str, Callable[[factories.TenantUsers], Any]] = {
@@ -126,6 +148,7 @@ PARAM_ROWS: dict[str, Callable[[factories.TenantUsers], Any]] = {
     "key_id": _key_id,
     "job_id": _job_id,
     "tenant_id": _tenant_id,
+    "config_id": _config_id,
 }
 
 

@@ -23,18 +23,9 @@ from app.services.secrets import encrypted_columns
 
 
 def _sandbox_config(tenant, secret: str) -> None:
-    from app.models import SandboxConfig
-    from app.services import sandbox_doc
+    from tests.sweeps.routes import make_sandbox_config
 
-    doc = sandbox_doc.validate({
-        "sandbox_type": "e2b",
-        "e2b": {"api_key": secret, "template_id": "base"},
-        "env_vars": {"SWEEP_TOKEN": secret},
-    }, resolve_urls=False)
-    db.session.add(SandboxConfig(id=str(uuid.uuid4()), tenant_id=tenant.id,
-                                 name=f"canary {uuid.uuid4().hex[:6]}", description="",
-                                 sandbox_type="e2b", config=doc))
-    db.session.commit()
+    make_sandbox_config(tenant, secret)
 
 
 # "table.column" -> store `secret` in that column for `tenant` (one row).
