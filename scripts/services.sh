@@ -7,8 +7,12 @@
 #   scripts/services.sh start     start private pg (127.0.0.1:$SANDLOT_PG_PORT), redis (127.0.0.1:$SANDLOT_REDIS_PORT)
 #                                 and the Docker engine (one dockerd; an already running one is reused)
 #   scripts/services.sh stop      stop what `start` started (nothing else; a reused dockerd keeps running)
+#                                 and the sandbox DNS resolver whose state is in $SANDLOT_STATE_DIR/egress
 #   scripts/services.sh docker-start / docker-stop   only the Docker engine (what `make run` uses)
-#   scripts/services.sh env       print export lines for TEST_POSTGRES_URL / TEST_REDIS_URL
+#   scripts/services.sh env       print export lines for TEST_POSTGRES_URL / TEST_REDIS_URL, and the
+#                                 sandbox egress settings tests use (SANDBOX_EGRESS_STATE_DIR under the
+#                                 state dir; SANDBOX_DNS_UPSTREAM a closed local port, so no lookup
+#                                 from a test sandbox leaves the machine)
 #
 # Environment:
 #   SANDLOT_PG_PORT     (default 55432)
@@ -76,6 +80,8 @@ cmd_install() {
 
 # The Docker engine and what the sandbox image build and network policy need.
 # docker.io brings dockerd, containerd, runc and iptables (nft flavour on Debian 12).
+# nftables: the egress rules (table inet sandlot); iproute2: `ip netns` in the egress tests.
+# The egress DNS resolver is Python (dnslib, from requirements.txt), started on demand.
 docker_missing_pkgs() {
     command -v dockerd >/dev/null 2>&1 || echo docker.io
     command -v nft >/dev/null 2>&1 || echo nftables
@@ -480,11 +486,38 @@ docker_stop() {
     fi
 }
 
+# ---------------------------------------------------------------- egress resolver
+
+# The app starts one sandbox DNS resolver per egress state dir, on demand; it exits by
+# itself after a while without sandboxes. Stop the one serving our state dir now.
+EGRESS_STATE_DIR="$STATE_DIR/egress"
+
+egress_resolver_stop() {
+    local pidfile="$EGRESS_STATE_DIR/resolver.pid" pid
+    [ -f "$pidfile" ] || { log "egress resolver not running"; return 0; }
+    pid="$(cat "$pidfile" 2>/dev/null)"
+    if [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null &&
+        tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'app.backends.egress.dns'; then
+        log "stopping egress resolver (pid $pid)"
+        kill -TERM "$pid"
+        local i=0
+        while kill -0 "$pid" 2>/dev/null; do
+            i=$((i + 1))
+            [ "$i" -lt $((WAIT * 10)) ] || die "egress resolver (pid $pid) did not stop"
+            sleep 0.1
+        done
+    else
+        log "egress resolver not running"
+    fi
+}
+
 # ---------------------------------------------------------------- main
 
 cmd_env() {
     echo "export TEST_POSTGRES_URL=postgresql+psycopg://postgres@127.0.0.1:$PG_PORT/$PG_DB"
     echo "export TEST_REDIS_URL=redis://127.0.0.1:$REDIS_PORT/0"
+    echo "export SANDBOX_EGRESS_STATE_DIR=$EGRESS_STATE_DIR"
+    echo "export SANDBOX_DNS_UPSTREAM=\${SANDBOX_DNS_UPSTREAM:-127.0.0.1:9}"
 }
 
 case "${1:-}" in
@@ -497,6 +530,7 @@ case "${1:-}" in
         ;;
     stop)
         rc=0
+        (egress_resolver_stop) || rc=1
         (docker_stop) || rc=1
         (redis_stop) || rc=1
         (pg_stop) || rc=1

@@ -18,7 +18,7 @@ trap cleanup EXIT
 
 bash scripts/services.sh start || exit 1
 eval "$(bash scripts/services.sh env)"
-export TEST_POSTGRES_URL TEST_REDIS_URL
+export TEST_POSTGRES_URL TEST_REDIS_URL SANDBOX_EGRESS_STATE_DIR SANDBOX_DNS_UPSTREAM
 export SANDLOT_CHROMIUM="${SANDLOT_CHROMIUM:-/usr/bin/chromium}"
 unset TEST_DATABASE_URL
 
