@@ -14,7 +14,6 @@ import re
 import secrets
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
-from urllib.parse import urlsplit
 
 import requests
 from sqlalchemy import select
@@ -24,16 +23,10 @@ from app.models import ApiKey, Role
 from app.security import tokens
 from app.services import secrets as secret_service
 from tests import factories
-from tests.sweeps import routes
+from tests.sweeps import forms, routes
 from tests.sweeps import secrets as planted
 
 KEY_PLAINTEXT = re.compile(r"sl_([0-9a-f]{8})_[A-Za-z0-9_-]{20,}")
-FORM = re.compile(r"<form\b([^>]*)>(.*?)</form>", re.S | re.I)
-ATTR = re.compile(r'([\w:-]+)\s*=\s*"([^"]*)"')
-FIELD = re.compile(r"<(input|select|textarea)\b([^>]*)>", re.I)
-INPUT_EXAMPLES = {"date": "2099-01-01", "datetime-local": "2099-01-01T00:00", "number": "1",
-                  "url": "https://example.test/"}
-OPTION = re.compile(r'<option\b[^>]*value="([^"]*)"', re.I)
 
 
 def canary(label: str) -> str:
@@ -158,37 +151,12 @@ class Sweep:
             self.statuses[(route.id, who)] = response.status_code
             self.hunter.response(f"{route.id} as {who}", response, new_keys)
             if route.method == "GET" and response.mimetype == "text/html":
-                self.learn_forms(response.get_data(as_text=True))
+                self.learn_forms(response.get_data(as_text=True), path)
 
-    def learn_forms(self, page: str) -> None:
+    def learn_forms(self, page: str, path: str) -> None:
         """Remember each form's fields by its target, to post plausible data there later."""
-        for attrs, inner in FORM.findall(page):
-            attrs = dict(ATTR.findall(attrs))
-            target = attrs.get("hx-post") or attrs.get("action")
-            if target:
-                self.forms.setdefault(urlsplit(html.unescape(target)).path, self.fields(inner))
-
-    def fields(self, inner: str) -> dict[str, str]:
-        values = {}
-        for tag, attrs in FIELD.findall(inner):
-            attrs = dict(ATTR.findall(attrs))
-            name, kind = attrs.get("name"), attrs.get("type", "text").lower()
-            if not name or name == "csrf_token":
-                continue
-            if kind == "password" or "password" in name or "secret" in name:
-                values[name] = self.world.request_secret
-            elif kind == "email" or "email" in name:
-                values[name] = f"new-{secrets.token_hex(4)}@sweep.test"
-            elif tag.lower() == "select":
-                options = OPTION.findall(inner.split(f'name="{name}"', 1)[1])
-                values[name] = options[-1] if options else ""
-            elif kind in ("checkbox", "radio"):
-                values[name] = attrs.get("value", "y")
-            elif kind in INPUT_EXAMPLES:
-                values[name] = INPUT_EXAMPLES[kind]
-            else:
-                values[name] = attrs.get("value") or "sweep"
-        return values
+        for target, values in forms.forms_in(page, path, self.world.request_secret).items():
+            self.forms.setdefault(target, values)
 
 
 def test_no_secret_reaches_a_response_a_cookie_or_a_log(app, login_as, caplog, live_server):

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from app.models import ROLE_ORDER
-from tests.sweeps import routes, world
+from tests.sweeps import forms, routes, world
 from tests.sweeps.routes import Route
 
 ALL_ROUTES = routes.iter_routes(routes.collection_app())
@@ -269,3 +269,35 @@ def test_guard(route: Route, app, two_worlds, login_as, bearer):
     sweep.foreign_ids()
     sweep.passes()  # last: a request that passes may legitimately change rows
     assert not sweep.problems, f"{route.id}:\n  " + "\n  ".join(sweep.problems)
+
+
+def test_a_nul_in_any_form_field_is_not_a_server_error(app, two_worlds, login_as):
+    """PostgreSQL text cannot hold NUL; a form must refuse it, not answer 500.
+
+    Every form on every page the owner can see is posted once per field, with a NUL in
+    that field and plausible values in the others.
+    """
+    a, _ = two_worlds
+    rows = routes.Rows(a)
+    found: dict[tuple[str, bool], dict[str, str]] = {}
+    for route in ALL_ROUTES:
+        if route.is_api or route.method != "GET":
+            continue
+        path = routes.build_path(app, route, rows.values(route))
+        for signed_in in (True, False) if route.public else (True,):
+            client = login_as(a.owner, a.tenant) if signed_in else app.test_client()
+            page = routes.call(app, client, "GET", path)
+            if page.mimetype == "text/html":
+                for target, values in forms.forms_in(page.get_data(as_text=True), path).items():
+                    found.setdefault((target, signed_in), values)
+    assert found, "no forms found on any page; the sweep would be vacuous"
+    problems = []
+    for (target, signed_in), values in sorted(found.items()):
+        for name in values:
+            data = {**values, name: f"nul\x00{values[name]}"}
+            client = login_as(a.owner, a.tenant) if signed_in else app.test_client()
+            response = routes.call(app, client, "POST", target, data=data, csrf=True)
+            if response.status_code >= 500:
+                problems.append(f"POST {target} with a NUL in {name!r}: "
+                                f"{response.status_code}")
+    assert not problems, "\n".join(problems)
