@@ -84,6 +84,8 @@ def _validate(name: str, full_access: bool, capabilities: list[str], expires_at)
     errors = []
     if not name.strip():
         errors.append({"field": "name", "message": "Give the key a name."})
+    elif "\x00" in name:  # PostgreSQL text cannot hold NUL
+        errors.append({"field": "name", "message": "Remove the NUL character."})
     elif len(name.strip()) > 100:
         errors.append({"field": "name", "message": "Use at most 100 characters."})
     for index, capability in enumerate(capabilities):

@@ -45,6 +45,8 @@ def create_tenant(name: str) -> Tenant:
     name = name.strip()
     if not name:
         raise ValidationFailed.one("name", "A workspace needs a name.")
+    if "\x00" in name:
+        raise ValidationFailed.one("name", "Remove the NUL character.")
     if db.session.scalar(select(Tenant).where(Tenant.name == name)):
         raise Conflict(f"A workspace named {name!r} already exists.")
     tenant = Tenant(name=name)
@@ -55,7 +57,7 @@ def create_tenant(name: str) -> Tenant:
 
 def create_user(email: str, password: str) -> User:
     email = normalise_email(email)
-    if "@" not in email:
+    if "@" not in email or "\x00" in email:
         raise ValidationFailed.one("email", "Enter an email address.")
     check_password_policy(password)
     if find_user(email):
@@ -68,10 +70,15 @@ def create_user(email: str, password: str) -> User:
 
 
 def find_user(email: str) -> User | None:
-    return db.session.scalar(select(User).where(User.email == normalise_email(email)))
+    email = normalise_email(email)
+    if "\x00" in email:  # no stored email holds NUL, and PostgreSQL would refuse the query
+        return None
+    return db.session.scalar(select(User).where(User.email == email))
 
 
 def find_tenant(name: str) -> Tenant | None:
+    if "\x00" in name:
+        return None
     return db.session.scalar(select(Tenant).where(Tenant.name == name))
 
 
