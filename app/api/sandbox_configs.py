@@ -1,0 +1,159 @@
+"""Sandbox configs under /api/v1/sandbox-configs (reference 3.1, guard table 2.3)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from flask import request
+from pydantic import Field
+
+from app.api import bp
+from app.api._core import Out, Strict, doc, ok, parse_body, project
+from app.auth.guards import FULL_ACCESS, guard
+from app.models import Role, SandboxConfig
+from app.services import sandbox_configs as service
+from app.services import sandbox_doc
+from app.tenancy import current_tenant, get_or_404, principal
+
+
+class SandboxConfigOut(Out):
+    id: str
+    name: str
+    description: str
+    sandbox_type: str
+    config: dict[str, Any] = Field(description="The config document; every set secret is ***")
+    created_at: datetime
+    updated_at: datetime
+
+
+class SandboxConfigIn(Strict):
+    name: str = Field(max_length=200)
+    description: str = Field(default="", max_length=4000)
+    config: dict[str, Any]
+
+
+class WorkspacePolicyIn(Strict):
+    scripts_disabled: bool
+
+
+class InventoryOut(Out):
+    sandbox_count: int
+    session_ids: list[str]
+    agent_names: list[str]
+    unverifiable: bool
+
+
+class TemplateOut(Out):
+    id: str
+    name: str
+    status: str
+    standard: bool = False
+    desktop: bool = False
+
+
+class TemplatesQueryIn(Strict):
+    config: dict[str, Any] | None = None
+    config_id: str | None = Field(default=None, max_length=36)
+    ensure_standard: bool = False
+    replace_standard: bool = False
+    ensure_desktop: bool = False
+    replace_desktop: bool = False
+
+
+class TemplatesOut(Out):
+    templates: list[TemplateOut]
+    standard_template_id: str
+    desktop_template_id: str
+    provisioned: bool
+
+
+def config_out(row: SandboxConfig) -> dict[str, Any]:
+    return project(SandboxConfigOut, {
+        "id": row.id, "name": row.name, "description": row.description,
+        "sandbox_type": row.sandbox_type, "config": sandbox_doc.masked(row.config),
+        "created_at": row.created_at, "updated_at": row.updated_at,
+    })
+
+
+def _force() -> bool:
+    return request.args.get("force", "").lower() in ("1", "true", "yes")
+
+
+@bp.get("/sandbox-configs")
+@guard(Role.viewer, api_key=FULL_ACCESS)
+@doc("List sandbox configs (secrets masked) and the workspace script kill switch",
+     response=SandboxConfigOut, many=True)
+def list_sandbox_configs():
+    tenant = current_tenant()
+    rows = service.list_configs(tenant)
+    return ok([config_out(r) for r in rows], workspace_scripts_disabled=tenant.scripts_disabled)
+
+
+@bp.put("/sandbox-configs/workspace-policy")
+@guard(Role.admin, api_key=FULL_ACCESS)
+@doc("Turn the workspace script kill switch on or off", request=WorkspacePolicyIn)
+def put_workspace_policy():
+    body = parse_body(WorkspacePolicyIn)
+    disabled = service.set_scripts_disabled(current_tenant(), principal(), body.scripts_disabled)
+    return ok(None, workspace_scripts_disabled=disabled)
+
+
+@bp.post("/sandbox-configs/templates/query")
+@guard(Role.admin, api_key=FULL_ACCESS)
+@doc("Inspect the template catalog of a stored or unsaved config", request=TemplatesQueryIn,
+     response=TemplatesOut, errors=(400, 404, 503))
+def query_templates():
+    body = parse_body(TemplatesQueryIn)
+    stored = get_or_404(SandboxConfig, body.config_id, "sandbox config") if body.config_id else None
+    result = service.query_templates(stored, body.config, body.model_dump())
+    return ok(project(TemplatesOut, result))
+
+
+@bp.post("/sandbox-configs")
+@guard(Role.admin, api_key=FULL_ACCESS)
+@doc("Create a sandbox config", request=SandboxConfigIn, response=SandboxConfigOut, status=201,
+     errors=(400, 409))
+def create_sandbox_config():
+    body = parse_body(SandboxConfigIn)
+    row = service.create_config(current_tenant(), principal(), body.name, body.description,
+                                body.config)
+    return ok(config_out(row), 201)
+
+
+@bp.get("/sandbox-configs/<uuid:config_id>")
+@guard(Role.viewer, api_key=FULL_ACCESS)
+@doc("One sandbox config (secrets masked)", response=SandboxConfigOut, errors=(404,))
+def get_sandbox_config(config_id):
+    return ok(config_out(get_or_404(SandboxConfig, str(config_id), "sandbox config")))
+
+
+@bp.put("/sandbox-configs/<uuid:config_id>")
+@guard(Role.admin, api_key=FULL_ACCESS)
+@doc("Update a sandbox config; *** or empty secrets keep the stored value; ?force=true "
+     "proceeds when the old provider cannot be listed", request=SandboxConfigIn,
+     response=SandboxConfigOut, errors=(400, 404, 409, 423))
+def update_sandbox_config(config_id):
+    body = parse_body(SandboxConfigIn)
+    row = get_or_404(SandboxConfig, str(config_id), "sandbox config")
+    row = service.update_config(current_tenant(), principal(), row, body.name, body.description,
+                                body.config, force=_force())
+    return ok(config_out(row))
+
+
+@bp.delete("/sandbox-configs/<uuid:config_id>")
+@guard(Role.admin, api_key=FULL_ACCESS)
+@doc("Delete a sandbox config; ?force=true overrides an unverifiable inventory, never live "
+     "sandboxes", errors=(404, 409, 423))
+def delete_sandbox_config(config_id):
+    row = get_or_404(SandboxConfig, str(config_id), "sandbox config")
+    service.delete_config(current_tenant(), principal(), row, force=_force())
+    return ok(None)
+
+
+@bp.get("/sandbox-configs/<uuid:config_id>/sandboxes")
+@guard(Role.admin, api_key=FULL_ACCESS)
+@doc("Live sandboxes created from this config", response=InventoryOut, errors=(404,))
+def sandbox_inventory(config_id):
+    row = get_or_404(SandboxConfig, str(config_id), "sandbox config")
+    return ok(service.take_inventory(row).as_dict())
