@@ -100,7 +100,9 @@ def demo_seed() -> None:
     click.echo("Demo workspace ready:")
     click.echo(f"  workspace: {result.tenant_name}")
     for account in result.accounts:
-        click.echo(f"  {account.role:<7} {account.email}  password: {account.password}")
+        click.echo(f"  {account.role:<11} {account.email}  password: {account.password}")
+    click.echo(f"  sandbox config: {result.sandbox_config} (Docker, sandlot/sandbox:base)")
+    click.echo("  sign in at http://127.0.0.1:5000/login")
 
 
 @secrets_cli.command("rotate")

@@ -5,11 +5,16 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
+from sqlalchemy import select
+
 from app.extensions import db
-from app.models import Role
-from app.services import audit, users
+from app.models import Role, SandboxConfig
+from app.services import audit, sandbox_configs, users
 
 DEMO_TENANT = "Demo"
+DEMO_CONFIG = "Local Docker"
+# The image `make run` builds locally (scripts/sandbox-image.sh), on the local engine.
+DEMO_DOCKER = {"sandbox_type": "docker", "docker": {"image": "sandlot/sandbox:base"}}
 DEMO_ACCOUNTS = (
     ("admin@demo.sandlot.local", Role.owner),
     ("member@demo.sandlot.local", Role.contributor),
@@ -27,6 +32,7 @@ class DemoAccount:
 class DemoResult:
     tenant_name: str
     accounts: list[DemoAccount]
+    sandbox_config: str
 
 
 def seed_demo() -> DemoResult:
@@ -47,4 +53,15 @@ def seed_demo() -> DemoResult:
                          {"email": email, "role": role.value})
         accounts.append(DemoAccount(email, role.value, password))
     db.session.commit()
-    return DemoResult(tenant.name, accounts)
+    _ensure_docker_config(tenant, actor)
+    return DemoResult(tenant.name, accounts, DEMO_CONFIG)
+
+
+def _ensure_docker_config(tenant, actor) -> None:
+    exists = db.session.scalar(select(SandboxConfig.id).where(
+        SandboxConfig.tenant_id == tenant.id, SandboxConfig.name == DEMO_CONFIG,
+        SandboxConfig.deleted_at.is_(None)))
+    if exists is None:
+        sandbox_configs.create_config(tenant, actor, DEMO_CONFIG,
+                                      "The local Docker engine with the base sandbox image.",
+                                      DEMO_DOCKER)
