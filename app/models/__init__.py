@@ -4,10 +4,11 @@ from app.models.api_key import ApiKey
 from app.models.audit import AuditEvent
 from app.models.job import Job, JobStatus
 from app.models.sandbox_config import SandboxConfig
+from app.models.session import BindingState, SandboxSession
 from app.models.tenant import ROLE_ORDER, Membership, Role, Tenant
 from app.models.user import User
 
 __all__ = [
     "ROLE_ORDER", "ApiKey", "AuditEvent", "Job", "JobStatus", "Membership", "Role",
-    "SandboxConfig", "Tenant", "User",
+    "BindingState", "SandboxConfig", "SandboxSession", "Tenant", "User",
 ]
