@@ -1,0 +1,391 @@
+"""The sandbox config editor's form <-> the config document (reference 1.2, 1.3, 4.1).
+
+Input names are the document paths the validator reports (`docker.image`,
+`network.allow_out[3]`, `network.cube_rules[0].inject[1].header`, `env_vars[2].key`), so
+an error finds its input by name. A list row keeps the index it was rendered or added
+with: rows added in the browser take fresh indices, removed rows leave gaps, and nothing
+is renumbered. Blank rows are dropped when the document is built; `Editor.slot_for` maps
+a document path (`network.allow_out[1]`, counted without the blank rows) back to its row.
+
+Secrets never travel to the browser: secret inputs render empty, with a hint when a
+value is stored. A blank secret becomes "" in the document, which the service's merge
+reads as "keep the stored value"; an env row that is removed is absent, so its key is
+deleted (reference 1.3).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from werkzeug.datastructures import MultiDict
+
+from app.security.redaction import MASK
+
+BACKENDS = ("docker", "e2b", "cube")
+TEXT, INT, FLOAT, SECRET, WORDS = "text", "int", "float", "secret", "words"
+TOP_FIELDS = {"default_timeout_sec": INT, "terminal_idle_disconnect_sec": INT,
+              "skill_rollout": TEXT}
+CHECKS = ("desktop_enabled", "allow_private_endpoints", "network.deny_egress_by_default")
+BLOCK_FIELDS: dict[str, dict[str, str]] = {
+    "docker": {"image": TEXT, "host": TEXT, "tls_cert_path": TEXT, "http_timeout_sec": INT,
+               "idle_ttl_seconds": INT, "cpu_limit": FLOAT, "memory_limit_mb": INT,
+               "pids_limit": INT, "network_mode": TEXT, "runtime": TEXT},
+    "e2b": {"api_key": SECRET, "api_url": TEXT, "sandbox_domain": TEXT, "proxy_url": TEXT,
+            "http_timeout_sec": INT, "template_id": TEXT, "e2b_sandbox_ttl_seconds": INT},
+    "cube": {"api_url": TEXT, "proxy_url": TEXT, "sandbox_domain": TEXT, "api_key": SECRET,
+             "http_timeout_sec": INT, "dns_servers": WORDS, "template_id": TEXT,
+             "cube_sandbox_ttl_seconds": INT},
+}
+TEMPLATE_FIELD = {"docker": "image", "e2b": "template_id", "cube": "template_id"}
+TTL_FIELD = {"docker": "idle_ttl_seconds", "e2b": "e2b_sandbox_ttl_seconds",
+             "cube": "cube_sandbox_ttl_seconds"}
+RULE_FIELDS = ("name", "host", "sni", "scheme", "methods", "path", "action", "audit")
+INJECT_FIELDS = ("header", "secret", "format")
+ROW = re.compile(r"^(env_vars|network\.allow_out|network\.deny_out|network\.cube_rules|"
+                 r"network\.e2b_host_rules)\[(\d{1,5})\](?:\.(\w+))?"
+                 r"(?:\[(\d{1,5})\]\.(\w+))?$")
+CHILD = {"network.cube_rules": "inject", "network.e2b_host_rules": "headers"}
+
+
+@dataclass
+class Row:
+    """One list row as the form carries it; `children` are inject or header rows."""
+
+    index: int
+    values: dict[str, str] = field(default_factory=dict)
+    children: list[Row] = field(default_factory=list)
+    stored: bool = False  # its secret has a saved value: blank keeps it
+    typed: bool = False  # a secret was typed but not saved (shown after a failed save)
+
+    def get(self, name: str) -> str:
+        return self.values.get(name, "")
+
+    def blank(self) -> bool:
+        """Nothing typed: a select left at its default (`action` allow) does not count."""
+        typed = [v for k, v in self.values.items() if not (k == "action" and v == "allow")]
+        return not any(v.strip() for v in typed) and all(c.blank() for c in self.children)
+
+
+@dataclass
+class Editor:
+    """The editor form's state: what the inputs hold, row by row."""
+
+    name: str = ""
+    description: str = ""
+    sandbox_type: str = "docker"
+    values: dict[str, str] = field(default_factory=dict)  # scalar inputs by name
+    checked: set[str] = field(default_factory=set)
+    lists: dict[str, list[Row]] = field(default_factory=lambda: {
+        "env_vars": [], "network.allow_out": [], "network.deny_out": [],
+        "network.cube_rules": [], "network.e2b_host_rules": []})
+    stored: set[str] = field(default_factory=set)  # scalar secrets with a saved value
+    typed: set[str] = field(default_factory=set)  # scalar secrets typed, not saved
+    invalid: list[dict[str, str]] = field(default_factory=list)  # inputs refused as posted
+    problems: list[dict[str, str]] = field(default_factory=list)  # + found building the doc
+    _kept: dict[str, list[Row]] = field(default_factory=dict, repr=False)
+
+    # -- from the browser ------------------------------------------------------------------
+
+    @classmethod
+    def parse(cls, form: MultiDict) -> Editor:
+        kind = form.get("sandbox_type", "docker")
+        ed = cls(name=form.get("name", ""), description=form.get("description", ""),
+                 sandbox_type=kind if kind in BACKENDS else "docker")
+        for name in [*TOP_FIELDS, *(f"{kind}.{f}" for f in BLOCK_FIELDS.get(kind, {}))]:
+            if name in form:
+                ed.values[name] = form.get(name, "")
+        ed.checked = {name for name in CHECKS if form.get(name)}
+        # PostgreSQL text cannot hold NUL, and no setting needs one: refuse it at the input.
+        ed.invalid = [{"field": re.sub(r"(\])\.\w+$", r"\1", key),
+                       "message": "must not contain NUL characters"}
+                      for key, value in form.items(multi=True) if "\0" in value]
+        rows: dict[str, dict[int, Row]] = {key: {} for key in ed.lists}
+        for key, value in form.items(multi=False):
+            match = ROW.match(key)
+            if match:
+                _place(rows, match, value)
+        for key, by_index in rows.items():
+            ed.lists[key] = [by_index[i] for i in sorted(by_index)]
+            for row in ed.lists[key]:
+                row.children.sort(key=lambda child: child.index)
+        return ed
+
+    # -- from a stored (masked) document -----------------------------------------------------
+
+    @classmethod
+    def from_doc(cls, masked: dict[str, Any], name: str = "", description: str = "") -> Editor:
+        """The editor for a masked document: every `***` becomes an empty, stored secret."""
+        kind = masked.get("sandbox_type", "docker")
+        ed = cls(name=name, description=description, sandbox_type=kind)
+        for key in TOP_FIELDS:
+            ed.values[key] = _shown(masked.get(key))
+        block = masked.get(kind) or {}
+        for key, kind_of in BLOCK_FIELDS[kind].items():
+            value = block.get(key)
+            if kind_of == SECRET and value == MASK:
+                ed.stored.add(f"{kind}.{key}")
+            elif kind_of == SECRET:
+                continue
+            elif kind_of == WORDS:
+                ed.values[f"{kind}.{key}"] = ", ".join(value or [])
+            else:
+                ed.values[f"{kind}.{key}"] = _shown(value)
+        network = masked.get("network") or {}
+        ed.checked = {k for k in ("desktop_enabled", "allow_private_endpoints") if masked.get(k)}
+        if network.get("deny_egress_by_default"):
+            ed.checked.add("network.deny_egress_by_default")
+        ed.lists["env_vars"] = [Row(i, {"key": k, "value": ""}, stored=v == MASK)
+                                for i, (k, v) in enumerate((masked.get("env_vars") or {}).items())]
+        for key in ("allow_out", "deny_out"):
+            ed.lists[f"network.{key}"] = [Row(i, {"value": str(v)})
+                                          for i, v in enumerate(network.get(key) or [])]
+        ed.lists["network.cube_rules"] = [_rule_row(i, r)
+                                          for i, r in enumerate(network.get("cube_rules") or [])]
+        ed.lists["network.e2b_host_rules"] = [
+            _host_row(i, r) for i, r in enumerate(network.get("e2b_host_rules") or [])]
+        return ed
+
+    def for_display(self, masked: dict[str, Any] | None) -> Editor:
+        """This form as it may be sent back: typed secrets dropped, stored ones flagged."""
+        stored = Editor.from_doc(masked) if masked else Editor()
+        self.stored = set(stored.stored)
+        self.typed = {n for n, kind in self._secret_names() if self.values.get(n)}
+        for name, _ in self._secret_names():
+            self.values.pop(name, None)
+        saved_env = {r.get("key") for r in stored.lists["env_vars"] if r.stored}
+        for row in self.lists["env_vars"]:
+            row.typed, row.stored = bool(row.get("value")), row.get("key") in saved_env
+            row.values["value"] = ""
+        saved = {(_norm(r.get("name")), _norm(c.get("header")))
+                 for r in stored.lists["network.cube_rules"] for c in r.children if c.stored}
+        for row in self.lists["network.cube_rules"]:
+            for child in row.children:
+                child.typed = bool(child.get("secret"))
+                child.stored = (_norm(row.get("name")), _norm(child.get("header"))) in saved
+                child.values["secret"] = ""
+        saved = {(_norm(r.get("host")), _norm(c.get("name")))
+                 for r in stored.lists["network.e2b_host_rules"] for c in r.children if c.stored}
+        for row in self.lists["network.e2b_host_rules"]:
+            for child in row.children:
+                child.typed = bool(child.get("value"))
+                child.stored = (_norm(row.get("host")), _norm(child.get("name"))) in saved
+                child.values["value"] = ""
+        return self
+
+    def _secret_names(self) -> list[tuple[str, str]]:
+        return [(f"{self.sandbox_type}.{k}", kind)
+                for k, kind in BLOCK_FIELDS[self.sandbox_type].items() if kind == SECRET]
+
+    # -- to the document ---------------------------------------------------------------------
+
+    def document(self) -> dict[str, Any]:
+        """The config document this form describes (blank rows dropped)."""
+        kind = self.sandbox_type
+        self.problems = list(self.invalid)
+        doc: dict[str, Any] = {"sandbox_type": kind}
+        for key, kind_of in TOP_FIELDS.items():
+            _put(doc, key, self.values.get(key, ""), kind_of)
+        doc["desktop_enabled"] = "desktop_enabled" in self.checked
+        doc["allow_private_endpoints"] = "allow_private_endpoints" in self.checked
+        block: dict[str, Any] = {}
+        for key, kind_of in BLOCK_FIELDS[kind].items():
+            _put(block, key, self.values.get(f"{kind}.{key}", ""), kind_of)
+        doc[kind] = block
+        self._kept = {key: [r for r in rows if not r.blank()] for key, rows in self.lists.items()}
+        doc["env_vars"] = self._env()
+        doc["network"] = self._network()
+        return doc
+
+    def _env(self) -> dict[str, str]:
+        env: dict[str, str] = {}
+        for row in self._kept["env_vars"]:
+            key = row.get("key").strip()
+            if key in env:
+                self.problems.append({"field": f"env_vars[{row.index}]",
+                                      "message": f"{key!r} is listed twice"})
+            env[key] = row.get("value")
+        return env
+
+    def _network(self) -> dict[str, Any]:
+        kept = self._kept
+        network: dict[str, Any] = {
+            "deny_egress_by_default": "network.deny_egress_by_default" in self.checked,
+            "allow_out": [r.get("value") for r in kept["network.allow_out"]],
+            "deny_out": [r.get("value") for r in kept["network.deny_out"]],
+        }
+        rules = kept["network.cube_rules"]
+        if rules:
+            network["cube_rules"] = [_rule_doc(r) for r in rules]
+        hosts = kept["network.e2b_host_rules"]
+        if hosts:
+            network["e2b_host_rules"] = [self._host_doc(r) for r in hosts]
+        return network
+
+    def _host_doc(self, row: Row) -> dict[str, Any]:
+        headers: dict[str, str] = {}
+        for child in row.children:
+            name = child.get("name").strip()
+            if child.blank():
+                continue
+            if name in headers:
+                self.problems.append({
+                    "field": f"network.e2b_host_rules[{row.index}].headers[{child.index}]",
+                    "message": f"header {name!r} is listed twice"})
+            headers[name] = child.get("value")
+        return {"host": row.get("host"), "headers": headers}
+
+    # -- errors back onto the form -------------------------------------------------------------
+
+    def slot_for(self, path: str) -> str | None:
+        """The input (or row) an error about document `path` belongs to; None: summary only."""
+        match = re.match(r"^(network\.(?:allow_out|deny_out|cube_rules|e2b_host_rules))"
+                         r"\[(\d+)\](.*)$", path)
+        if match:
+            return self._row_slot(match.group(1), int(match.group(2)), match.group(3))
+        match = re.match(r"^env_vars\.(.*)$", path)
+        if match:
+            rows = [r for r in self._kept.get("env_vars", []) if r.get("key").strip()
+                    == match.group(1)]
+            return f"env_vars[{rows[0].index}]" if rows else "env_vars"
+        base = re.sub(r"\[\d+\]$", "", path)
+        return base if base in self.slots() else None
+
+    def _row_slot(self, key: str, index: int, rest: str) -> str | None:
+        rows = self._kept.get(key, [])
+        if index >= len(rows):
+            return key
+        row = rows[index]
+        slot = f"{key}[{row.index}]"
+        child = re.match(r"^\.inject\[(\d+)\]", rest)
+        if child:
+            kept = [c for c in row.children if not c.blank()]
+            at = int(child.group(1))
+            return f"{slot}.inject[{kept[at].index}]" if at < len(kept) else slot
+        child = re.match(r"^\.headers\.(.+)$", rest)
+        if child:
+            named = [c for c in row.children if c.get("name").strip() == child.group(1)]
+            return f"{slot}.headers[{named[0].index}]" if named else slot
+        return slot
+
+    def slots(self) -> list[str]:
+        """Every place an error can be shown in this form, in page order."""
+        kind = self.sandbox_type
+        out = ["name", "description", "sandbox_type", *(f"{kind}.{k}" for k in BLOCK_FIELDS[kind]),
+               "allow_private_endpoints", *TOP_FIELDS, "desktop_enabled", "env_vars"]
+        out += [f"env_vars[{r.index}]" for r in self.lists["env_vars"]]
+        out += ["network", "network.deny_egress_by_default"]
+        for key, rows in self.lists.items():
+            if key == "env_vars":
+                continue
+            out.append(key)
+            for row in rows:
+                out.append(f"{key}[{row.index}]")
+                out += [f"{key}[{row.index}].{CHILD[key]}[{c.index}]" for c in row.children]
+        return out
+
+    def place(self, errors: list[dict[str, str]]) -> dict[str, list[str]]:
+        """Errors by slot (document paths mapped back to their rows); the ones that name no
+        input are under "" and show in the summary only. Includes the parsing problems."""
+        if not self._kept:
+            self.document()
+        placed: dict[str, list[str]] = {}
+        for item in self.problems:  # these already name a form row
+            placed.setdefault(item["field"], []).append(item["message"])
+        for item in errors:
+            path = item.get("field", "")
+            slot = self.slot_for(path)
+            placed.setdefault(slot or "", []).append(_with_field(path, slot, item["message"]))
+        return placed
+
+
+def form_to_doc(form: MultiDict) -> dict[str, Any]:
+    """The config document a posted editor form describes."""
+    return Editor.parse(form).document()
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+def _place(rows: dict[str, dict[int, Row]], match: re.Match, value: str) -> None:
+    key, index, name, child_index, child_name = match.groups()
+    row = rows[key].setdefault(int(index), Row(int(index)))
+    if child_index is None:
+        row.values[name or "value"] = value
+        return
+    if name != CHILD.get(key):
+        return
+    child = next((c for c in row.children if c.index == int(child_index)), None)
+    if child is None:
+        child = Row(int(child_index))
+        row.children.append(child)
+    child.values[child_name] = value
+
+
+def _put(target: dict[str, Any], key: str, raw: str, kind: str) -> None:
+    """A typed value; blank numbers keep the default, and text that is not a number is
+    passed through so the validator names the field."""
+    value = raw.strip()
+    if kind == SECRET:
+        target[key] = raw  # "" keeps the stored secret; a value is taken verbatim
+    elif kind == TEXT:
+        if value:
+            target[key] = value
+    elif kind == WORDS:
+        target[key] = [w for w in re.split(r"[\s,]+", value) if w]
+    elif value:
+        target[key] = _number(value, kind)
+
+
+def _number(value: str, kind: str) -> int | float | str:
+    try:
+        return int(value) if kind == INT else float(value)
+    except ValueError:
+        return value
+
+
+def _shown(value: Any) -> str:
+    """A stored value in its input: zero and unset numbers show the placeholder default."""
+    if value is None or value == 0 or value is False:
+        return ""
+    return str(value)
+
+
+def _norm(value: str) -> str:
+    return value.strip().lower()
+
+
+def _rule_row(index: int, rule: dict[str, Any]) -> Row:
+    values = {k: str(rule.get(k) or "") for k in ("name", "host", "sni", "scheme", "path",
+                                                  "audit")}
+    values["methods"] = ", ".join(rule.get("methods") or [])
+    values["action"] = "deny" if rule.get("deny") else "allow"
+    children = [Row(j, {"header": str(i.get("header") or ""), "secret": "",
+                        "format": str(i.get("format") or "")}, stored=i.get("secret") == MASK)
+                for j, i in enumerate(rule.get("inject") or [])]
+    return Row(index, values, children)
+
+
+def _host_row(index: int, rule: dict[str, Any]) -> Row:
+    children = [Row(j, {"name": str(name), "value": ""}, stored=value == MASK)
+                for j, (name, value) in enumerate((rule.get("headers") or {}).items())]
+    return Row(index, {"host": str(rule.get("host") or "")}, children)
+
+
+def _rule_doc(row: Row) -> dict[str, Any]:
+    return {
+        "name": row.get("name"), "host": row.get("host"), "sni": row.get("sni"),
+        "scheme": row.get("scheme"), "path": row.get("path"), "audit": row.get("audit"),
+        "methods": [m for m in re.split(r"[\s,]+", row.get("methods").strip()) if m],
+        "deny": row.get("action") == "deny",
+        "inject": [{k: c.get(k) for k in INJECT_FIELDS} for c in row.children if not c.blank()],
+    }
+
+
+def _with_field(path: str, slot: str | None, message: str) -> str:
+    """In a cube rule (or inject) row, name the input an error is about: `host: ...`."""
+    part = re.search(r"\]\.(\w+)(?:\[\d+\])?$", path)
+    if slot and "cube_rules" in slot and part and part.group(1) in (*RULE_FIELDS,
+                                                                      *INJECT_FIELDS):
+        return f"{part.group(1)}: {message}"
+    return message
