@@ -4,4 +4,13 @@ from flask import Blueprint
 
 bp = Blueprint("web", __name__)
 
-from app.web import _format, account, api_keys, auth, dashboard, jobs, members  # noqa: E402,F401
+from app.web import (  # noqa: E402,F401
+    _format,
+    account,
+    api_keys,
+    auth,
+    dashboard,
+    jobs,
+    members,
+    sandboxes,
+)

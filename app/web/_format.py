@@ -71,6 +71,11 @@ _SENTENCES = {
     "member.removed": "removed {email} ({role})",
     "api_key.created": "created API key “{name}” (sl_{prefix}_…)",
     "api_key.revoked": "revoked API key “{name}” (sl_{prefix}_…)",
+    "sandbox_config.created": "added sandbox config “{name}” ({sandbox_type})",
+    "sandbox_config.updated": "updated sandbox config “{name}”",
+    "sandbox_config.deleted": "deleted sandbox config “{name}”",
+    "workspace.scripts_disabled": "turned workspace scripts off",
+    "workspace.scripts_enabled": "turned workspace scripts back on",
 }
 
 

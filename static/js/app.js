@@ -1,4 +1,4 @@
-// Sandlot glue: dismissible flashes and copy-to-clipboard. Everything else is htmx.
+// Sandlot glue: dismissible flashes, copy-to-clipboard, editor rows and drawers. The rest is htmx.
 (function () {
   "use strict";
 
@@ -55,6 +55,65 @@
   document.addEventListener("htmx:afterSettle", function () { scheduleAutoClose(document); });
   // A response swapped out-of-band into #flashes does not settle #flashes itself.
   document.addEventListener("htmx:oobAfterSwap", function () { scheduleAutoClose(document); });
+
+  // Editor list rows: a <template> row gets a fresh index (removed rows leave gaps; the
+  // server reads rows by index), and removing one asks the live check to run again.
+  document.addEventListener("click", function (event) {
+    var add = event.target.closest("[data-add-row]");
+    if (add) {
+      var tpl = document.getElementById(add.getAttribute("data-add-row"));
+      var list = document.getElementById(tpl.getAttribute("data-into"));
+      var next = Number(list.getAttribute("data-next") || 0);
+      list.setAttribute("data-next", String(next + 1));
+      list.insertAdjacentHTML("beforeend", tpl.innerHTML.split(tpl.getAttribute("data-slot")).join(String(next)));
+      var field = list.lastElementChild.querySelector("input, select");
+      if (field) field.focus();
+      return;
+    }
+    var remove = event.target.closest("[data-remove-row]");
+    if (remove) {
+      var row = remove.closest("[data-row]");
+      var parent = row.parentElement;
+      row.remove();
+      parent.dispatchEvent(new CustomEvent("rows-changed", { bubbles: true }));
+      return;
+    }
+    var pick = event.target.closest("[data-pick]");
+    if (pick) {
+      var input = document.getElementById(pick.getAttribute("data-for"));
+      input.value = pick.getAttribute("data-pick");
+      input.dispatchEvent(new Event("input", { bubbles: true }));
+      pick.closest("ul").querySelectorAll("[data-pick]").forEach(function (other) {
+        other.setAttribute("aria-pressed", String(other === pick));
+        other.classList.toggle("is-current", other === pick);
+      });
+    }
+  });
+
+  // Drawers live in #drawer-slot: Cancel and the close button empty it; Escape and the
+  // backdrop too, except over an editor (a stray key must not throw typed settings away).
+  function closeDrawer(href) {
+    var slot = document.getElementById("drawer-slot");
+    if (!slot || !slot.firstElementChild) return false;
+    var link = slot.querySelector("a[data-drawer-close]");
+    var back = href || (link ? link.getAttribute("href") : null);
+    slot.innerHTML = "";
+    if (back && location.pathname !== back) history.replaceState(null, "", back);
+    return true;
+  }
+  document.addEventListener("click", function (event) {
+    var close = event.target.closest("[data-drawer-close]");
+    if (close && closeDrawer(close.getAttribute("href"))) event.preventDefault();
+  });
+  document.addEventListener("keydown", function (event) {
+    if (event.key === "Escape" && !event.defaultPrevented && !document.querySelector("#drawer-slot form.drawer-form")) closeDrawer();
+  });
+  document.addEventListener("htmx:afterSwap", function (event) {
+    if (event.detail.target && event.detail.target.id === "drawer-slot") {
+      var first = event.detail.target.querySelector(".drawer-body input:not([type=hidden]), .drawer-body select");
+      if (first) first.focus();
+    }
+  });
 
   // Close the workspace switcher when clicking elsewhere.
   document.addEventListener("click", function (event) {

@@ -157,6 +157,7 @@ def test_viewer_sees_no_admin_navigation(page, world):
     sign_in(page, world.viewer.email)
     assert page.get_by_role("link", name="Members", exact=True).count() == 0
     assert page.get_by_role("button", name="Export audit log").count() == 0
+    assert page.get_by_role("link", name="Sandboxes", exact=True).count() == 1
     soon = page.locator(".nav-item.is-disabled")
-    assert soon.count() == 4
+    assert soon.count() == 3
     assert soon.first.get_attribute("title") == "Arrives in a later release"

@@ -106,11 +106,18 @@ def test_responses_vary_on_hx_request(two_tenants, login_as):
 def test_future_sections_are_disabled_items_not_links(two_tenants, login_as):
     a, _ = two_tenants
     page = text(login_as(a.owner, a.tenant).get("/"))
-    for label in ("Sandboxes", "Skills", "Personal variables", "Playground"):
+    for label in ("Skills", "Personal variables", "Playground"):
         assert f"<span>{label}</span>" in page
-    assert page.count('aria-disabled="true" title="Arrives in a later release"') == 4
-    for path in ("/sandboxes", "/skills", "/playground", "/env-vars"):
+    assert page.count('aria-disabled="true" title="Arrives in a later release"') == 3
+    for path in ("/skills", "/playground", "/env-vars"):
         assert f'href="{path}' not in page
+
+
+@pytest.mark.parametrize("role", list(Role))
+def test_sandboxes_is_a_link_for_every_role(two_tenants, login_as, role):
+    a, _ = two_tenants
+    page = text(login_as(a.by_role[role], a.tenant).get("/"))
+    assert 'href="/sandboxes"' in page and "<span>Sandboxes</span>" in page
 
 
 def test_members_and_keys_links_only_for_admins(two_tenants, login_as):

@@ -1,0 +1,353 @@
+"""Sandboxes: the workspace's sandbox configs (reference 10.1), the script kill switch, the
+editor drawer with live network-policy validation, the inventory view and delete.
+
+Secrets never reach the browser: cards read only non-secret fields, and the editor is
+built from `sandbox_doc.masked(row.config)` with every secret input left empty.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections import Counter
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from flask import flash, redirect, render_template, request, url_for
+
+from app.auth.guards import guard
+from app.backends.base import BackendError
+from app.errors import AppError, BadRequest, NotFound, ValidationFailed
+from app.extensions import db, htmx
+from app.models import Role, SandboxConfig
+from app.services import network_policy, sandbox_doc
+from app.services import sandbox_configs as service
+from app.services.sandbox_configs import Inventory
+from app.tenancy import current_tenant, get_or_404, principal
+from app.web import bp
+from app.web._helpers import notice
+from app.web.sandboxes_form import (
+    BACKENDS,
+    BLOCK_FIELDS,
+    SECRET,
+    TEMPLATE_FIELD,
+    TTL_FIELD,
+    Editor,
+)
+
+KIND_LABELS = {"docker": "Docker", "e2b": "E2B", "cube": "Cube"}
+DEFAULT_ENGINE = "unix:///var/run/docker.sock"
+# Reading the catalog is how an admin picks the template, so an empty template field
+# must not fail the document's required-field check for that one call.
+UNPICKED = "unpicked-template"
+
+
+@bp.app_template_filter("slot_id")
+def slot_id(path: str) -> str:
+    return "err-" + re.sub(r"[^A-Za-z0-9_]+", "-", path).strip("-")
+
+
+@bp.app_template_filter("input_id")
+def input_id(path: str) -> str:
+    return "f-" + re.sub(r"[^A-Za-z0-9_]+", "-", path).strip("-")
+
+
+@bp.app_template_filter("next_index")
+def next_index(rows: list) -> int:
+    return max((row.index for row in rows), default=-1) + 1
+
+
+# -- the list ------------------------------------------------------------------------------
+
+def duration(seconds: int) -> str:
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600} h"
+    if seconds >= 3600:
+        return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+    return f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s"
+
+
+def network_summary(doc: dict[str, Any]) -> str:
+    """One line for a card: "Egress open", "Default deny · 3 allowed", "2 denied"."""
+    network = doc.get("network") or {}
+    if doc["sandbox_type"] == "docker" and (doc.get("docker") or {}).get("network_mode") == "none":
+        return "No network"
+    allowed, denied = len(network.get("allow_out") or []), len(network.get("deny_out") or [])
+    if network_policy.denies_by_default(network):
+        text = f"Default deny · {allowed} allowed" if allowed else "Default deny"
+    else:
+        text = f"{denied} denied" if denied else "Egress open"
+    rules = len(network.get("cube_rules") or []) + len(network.get("e2b_host_rules") or [])
+    if rules:
+        text += f" · {rules} rule{'s' if rules > 1 else ''}"
+    return text
+
+
+def card(row: SandboxConfig) -> dict[str, Any]:
+    """What a card shows: never a secret (only the fields named here are read)."""
+    doc, kind = row.config, row.sandbox_type
+    block = doc.get(kind) or {}
+    ttl = block.get(TTL_FIELD[kind]) or sandbox_doc.DEFAULT_TTL[kind]
+    if kind == "docker":
+        target = block.get("image", "")
+        facts = [("Engine", "Local" if block.get("host", "") in ("", DEFAULT_ENGINE)
+                  else block["host"])]
+    else:
+        url = block.get("api_url", "")
+        target = urlsplit(url).netloc or url or ("E2B cloud" if kind == "e2b" else "—")
+        facts = [("Template", sandbox_doc.template_of(doc) or "—")]
+    facts += [("TTL", duration(int(ttl))), ("Network", network_summary(doc))]
+    return {"id": row.id, "name": row.name, "description": row.description, "kind": kind,
+            "kind_label": KIND_LABELS[kind], "target": target, "facts": facts,
+            "desktop": bool(doc.get("desktop_enabled"))}
+
+
+def _tab() -> str:
+    """The backend tab: from the query string, or (after an htmx mutation) the page's."""
+    tab = request.args.get("backend", "")
+    if htmx and request.method == "POST" and htmx.current_url:
+        tab = parse_qs(urlsplit(htmx.current_url).query).get("backend", [""])[0]
+    return tab if tab in BACKENDS else ""
+
+
+def _list_context() -> dict[str, Any]:
+    tenant, tab = current_tenant(), _tab()
+    rows = service.list_configs(tenant)
+    counts = Counter(r.sandbox_type for r in rows)
+    tabs = [("", "All", len(rows))] + [(k, KIND_LABELS[k], counts[k]) for k in BACKENDS]
+    return {"tenant": tenant, "tab": tab, "tabs": tabs, "total": len(rows),
+            "kind_labels": KIND_LABELS,
+            "cards": [card(r) for r in rows if not tab or r.sandbox_type == tab]}
+
+
+def _page(drawer: str, status: int = 200, headers: dict | None = None, **context):
+    """A drawer: the fragment for htmx, else the list page with the drawer open."""
+    if htmx:
+        return render_template(drawer, **context), status, headers or {}
+    return render_template("sandboxes/index.html", drawer=drawer,
+                           **{**_list_context(), **context}), status
+
+
+@bp.get("/sandboxes")
+@guard(Role.viewer)
+def sandboxes():
+    template = "sandboxes/_list.html" if htmx else "sandboxes/index.html"
+    return render_template(template, drawer=None, **_list_context())
+
+
+@bp.post("/sandboxes/scripts")
+@guard(Role.admin)
+def set_sandbox_scripts():
+    choice = request.form.get("scripts")
+    if choice not in ("on", "off"):
+        raise BadRequest("Choose whether scripts are on or off.")
+    tenant = current_tenant()
+    service.set_scripts_disabled(tenant, principal(), choice == "off")
+    message = ("Scripts are disabled: no agent in this workspace may run scripts."
+               if tenant.scripts_disabled else "Scripts are enabled again.")
+    return _mutated(message, "sandboxes/_kill_switch.html", tenant=tenant)
+
+
+def _mutated(message: str, fragment: str, **context):
+    if htmx:
+        return notice(render_template(fragment, **context), message)
+    flash(message, "success")
+    return redirect(url_for("web.sandboxes"))
+
+
+def _saved(message: str):
+    """After a save or delete: the fresh list, the drawer closed, a notice."""
+    if not htmx:
+        flash(message, "success")
+        return redirect(url_for("web.sandboxes"))
+    context = _list_context()
+    body = render_template("sandboxes/_list.html", **context)
+    body += '<div id="drawer-slot" hx-swap-oob="true"></div>'
+    return notice(body, message), 200, {
+        "HX-Retarget": "#sandbox-list", "HX-Reswap": "outerHTML",
+        "HX-Replace-Url": url_for("web.sandboxes", backend=context["tab"] or None)}
+
+
+# -- the editor ----------------------------------------------------------------------------
+
+def _masked(row: SandboxConfig | None) -> dict[str, Any] | None:
+    return sandbox_doc.masked(row.config) if row is not None else None
+
+
+def _editor(ed: Editor, row: SandboxConfig | None, status: int = 200, **context):
+    return _page("sandboxes/_editor.html", status, ed=ed, row=row, kinds=KIND_LABELS,
+                 placed=context.pop("placed", {}), **context)
+
+
+def _editing() -> SandboxConfig | None:
+    """The stored config an editor helper request is about (`config_id` in the form)."""
+    raw = request.form.get("config_id", "")
+    if not raw:
+        return None
+    try:
+        config_id = str(uuid.UUID(raw))
+    except ValueError:
+        raise NotFound("No such sandbox config in this workspace.") from None
+    return get_or_404(SandboxConfig, config_id, "sandbox config")
+
+
+def _force() -> bool:
+    return "1" in (request.args.get("force"), request.form.get("force"))
+
+
+@bp.get("/sandboxes/new")
+@guard(Role.admin)
+def new_sandbox():
+    kind = request.args.get("backend", "docker")
+    return _editor(Editor(sandbox_type=kind if kind in BACKENDS else "docker"), None)
+
+
+@bp.get("/sandboxes/<uuid:config_id>/edit")
+@guard(Role.admin)
+def edit_sandbox(config_id):
+    row = get_or_404(SandboxConfig, str(config_id), "sandbox config")
+    return _editor(Editor.from_doc(_masked(row), row.name, row.description), row)
+
+
+@bp.post("/sandboxes")
+@guard(Role.admin)
+def create_sandbox():
+    return _save(None)
+
+
+@bp.post("/sandboxes/<uuid:config_id>/edit")
+@guard(Role.admin)
+def update_sandbox(config_id):
+    return _save(get_or_404(SandboxConfig, str(config_id), "sandbox config"))
+
+
+def _save(row: SandboxConfig | None):
+    ed = Editor.parse(request.form)
+    doc = ed.document()
+    try:
+        if ed.problems:
+            raise ValidationFailed([])
+        if row is None:
+            saved = service.create_config(current_tenant(), principal(), ed.name,
+                                          ed.description, doc)
+        else:
+            saved = service.update_config(current_tenant(), principal(), row, ed.name,
+                                          ed.description, doc, force=_force())
+    except AppError as err:
+        db.session.rollback()
+        return _not_saved(ed, row, err)
+    return _saved(f"Saved “{saved.name}”." if row else f"Added “{saved.name}”.")
+
+
+def _not_saved(ed: Editor, row: SandboxConfig | None, err: AppError):
+    if row is not None and err.code == "sandboxes_still_live":
+        return _inventory(row, Inventory(**err.data), err.message, err.status)
+    placed = ed.place(err.errors) if isinstance(err, ValidationFailed) else {}
+    context = {"placed": placed, "alert": None if isinstance(err, ValidationFailed)
+               else err.message, "offer_force": row is not None and
+               err.code == "sandbox_inventory_unverifiable"}
+    if htmx:
+        # The inputs stay as typed (a typed secret is never sent back): the summary goes
+        # above the form and every error slot is refreshed out of band.
+        body = render_template("sandboxes/_editor_errors.html", ed=ed, row=row,
+                               slots=ed.slots(), **context)
+        return body, err.status, {"HX-Retarget": "#editor-alert", "HX-Reswap": "innerHTML"}
+    return _editor(ed.for_display(_masked(row)), row, err.status, **context)
+
+
+@bp.post("/sandboxes/editor/backend")
+@guard(Role.admin)
+def sandbox_form_backend():
+    """The backend select changed: the sections that depend on it, for the new backend."""
+    row = _editing()
+    ed = Editor.parse(request.form)
+    fields = BLOCK_FIELDS[ed.sandbox_type]
+    for name in list(request.form):  # same-named settings carry over (e2b <-> cube)
+        kind, _, key = name.partition(".")
+        if kind in BACKENDS and fields.get(key) not in (None, SECRET):
+            ed.values.setdefault(f"{ed.sandbox_type}.{key}", request.form[name])
+    return render_template("sandboxes/_editor_backend.html", ed=ed.for_display(_masked(row)),
+                           row=row, placed={})
+
+
+@bp.post("/sandboxes/editor/validate")
+@guard(Role.admin)
+def sandbox_form_validate():
+    """Live check of the network policy: the document the form would save, validated as
+    the save validates it (URLs are not resolved), its network errors put in their slots."""
+    row = _editing()
+    ed = Editor.parse(request.form)
+    doc = ed.document()
+    if row is not None:
+        doc = sandbox_doc.merge(doc, row.config)
+    errors: list[dict[str, str]] = []
+    try:
+        sandbox_doc.validate(doc, resolve_urls=False)
+    except ValidationFailed as err:
+        errors = err.errors
+    placed = {slot: messages for slot, messages in ed.place(errors).items()
+              if slot.startswith("network")}
+    slots = [slot for slot in ed.slots() if slot.startswith("network")]
+    return render_template("sandboxes/_live_errors.html", placed=placed, slots=slots)
+
+
+@bp.post("/sandboxes/editor/templates")
+@guard(Role.admin)
+def sandbox_form_templates():
+    """The template catalog (local images for Docker) of the form's unsaved connection."""
+    row = _editing()
+    ed = Editor.parse(request.form)
+    doc = ed.document()
+    kind = ed.sandbox_type
+    current = doc[kind].get(TEMPLATE_FIELD[kind], "")
+    doc[kind][TEMPLATE_FIELD[kind]] = current or UNPICKED
+    templates, error = [], None
+    try:
+        if ed.problems:
+            raise ValidationFailed(ed.problems)
+        templates = service.query_templates(row, doc, {})["templates"]
+    except ValidationFailed as err:
+        error = "Fix the connection settings first: " + "; ".join(
+            f"{e['field']}: {e['message']}" for e in err.errors)
+    except AppError as err:
+        error = err.message
+    except BackendError as err:
+        error = f"The catalog could not be read: {err.reason}"
+    db.session.rollback()
+    return render_template("sandboxes/_templates.html", templates=templates, error=error,
+                           current=current, kind=kind,
+                           field=f"{kind}.{TEMPLATE_FIELD[kind]}")
+
+
+# -- inventory and delete --------------------------------------------------------------------
+
+def _inventory(row: SandboxConfig, inventory: Inventory, message: str | None = None,
+               status: int = 200):
+    """The inventory drawer; after a refused save or delete it replaces what was open."""
+    headers = {"HX-Retarget": "#drawer-slot", "HX-Reswap": "innerHTML"} if status >= 400 else {}
+    return _page("sandboxes/_inventory.html", status, headers, row=row, inventory=inventory,
+                 message=message, kind_labels=KIND_LABELS)
+
+
+@bp.get("/sandboxes/<uuid:config_id>/inventory")
+@guard(Role.admin)
+def sandbox_inventory(config_id):
+    row = get_or_404(SandboxConfig, str(config_id), "sandbox config")
+    return _inventory(row, service.take_inventory(row))
+
+
+@bp.post("/sandboxes/<uuid:config_id>/delete")
+@guard(Role.admin)
+def delete_sandbox(config_id):
+    row = get_or_404(SandboxConfig, str(config_id), "sandbox config")
+    name = row.name
+    try:
+        service.delete_config(current_tenant(), principal(), row, force=_force())
+    except AppError as err:
+        db.session.rollback()
+        if err.code == "sandboxes_still_live":
+            return _inventory(row, Inventory(**err.data), err.message, err.status)
+        if err.code == "sandbox_inventory_unverifiable":
+            return _inventory(row, Inventory(unverifiable=True), err.message, err.status)
+        raise
+    return _saved(f"Deleted “{name}”.")
