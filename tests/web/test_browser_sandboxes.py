@@ -1,0 +1,103 @@
+"""The Sandboxes section in headless Chromium against the live server: add a Docker config
+through the drawer, with the live network-policy check, and leave screenshots."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.services import audit
+from app.services import sandbox_configs as service
+from tests import factories
+from tests.web.test_browser import CHROMIUM, LAUNCH_ARGS, shot, sign_in
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[object]:
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (set SANDLOT_CHROMIUM)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def tab(chromium, live_server):
+    context = chromium.new_context(viewport={"width": 1280, "height": 800}, base_url=live_server)
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    page.on("dialog", lambda dialog: dialog.accept())  # hx-confirm
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def workspace() -> factories.TenantUsers:
+    """A workspace with remote configs on loopback (nothing leaves this machine)."""
+    group = factories.populate("Acme Research")
+    actor = audit.SystemActor(group.owner.email)
+    service.create_config(group.tenant, actor, "E2B production", "Agents' default sandboxes.", {
+        "sandbox_type": "e2b", "allow_private_endpoints": True,
+        "e2b": {"api_key": "e2b_canary_not_shown", "api_url": "http://127.0.0.1:3000",
+                "template_id": "python-3.12"},
+        "network": {"deny_egress_by_default": True,
+                    "allow_out": ["pypi.org", "files.pythonhosted.org", "*.github.com"]},
+    })
+    service.create_config(group.tenant, actor, "Cube cluster", "GPU-backed sandboxes for evals.", {
+        "sandbox_type": "cube", "allow_private_endpoints": True, "desktop_enabled": True,
+        "cube": {"api_url": "http://127.0.0.1:8443", "proxy_url": "http://127.0.0.1:8444",
+                 "sandbox_domain": "sandbox.cube.internal", "template_id": "cube-desktop-2",
+                 "cube_sandbox_ttl_seconds": 3600},
+        "network": {"deny_out": ["10.0.0.0/8", "192.168.0.0/16"]},
+    })
+    return group
+
+
+def test_admin_adds_a_docker_config_with_a_live_policy_check(tab, workspace):
+    sign_in(tab, workspace.admin.email)
+    tab.get_by_role("link", name="Sandboxes", exact=True).click()
+    tab.wait_for_url(re.compile(r"/sandboxes$"))
+    tab.get_by_role("link", name="Add sandbox config").click()
+    drawer = tab.locator(".drawer")
+    drawer.get_by_label("Name", exact=True).fill("Local Docker")
+    drawer.get_by_label("Description").fill("The engine on this host, for quick experiments.")
+    drawer.get_by_role("button", name="Load templates").click()
+    drawer.locator(".pick", has_text="sandlot/sandbox:base").click()
+    assert drawer.get_by_label("Image").input_value() == "sandlot/sandbox:base"
+
+    drawer.get_by_label("Deny egress by default").check()
+    drawer.get_by_role("button", name="Add destination").first.click()
+    entry = drawer.get_by_label("Allowed destination", exact=True).first
+    entry.fill("pypi.org")
+    drawer.get_by_role("button", name="Add destination").first.click()
+    bad = drawer.get_by_label("Allowed destination", exact=True).nth(1)
+    bad.fill("files.python hosted.org")
+    error = drawer.locator("#err-network-allow_out-1")
+    error.get_by_text("must not contain spaces").wait_for()
+    tab.get_by_text("1 problem in this policy").wait_for()
+    drawer.locator("#editor-network legend").evaluate("el => el.scrollIntoView()")
+    tab.mouse.move(0, 0)
+    shot(tab, "sandbox-editor.png")
+
+    bad.fill("files.pythonhosted.org")
+    tab.get_by_text("Policy is valid").wait_for()
+    assert error.inner_text() == ""
+    drawer.get_by_role("button", name="Add config").click()
+    card = tab.locator(".sandbox-card", has_text="Local Docker")
+    card.wait_for()
+    tab.get_by_text("Added “Local Docker”.").wait_for()
+    assert tab.locator(".drawer").count() == 0
+    assert "Default deny · 2 allowed" in card.inner_text()
+    assert "docker · sandlot/sandbox:base" in card.inner_text()
+    tab.locator(".flash [data-dismiss]").click()
+    tab.locator(".flash").wait_for(state="detached")
+    tab.mouse.move(0, 0)
+    shot(tab, "sandboxes.png")
