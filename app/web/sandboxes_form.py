@@ -273,17 +273,24 @@ class Editor:
         """Every place an error can be shown in this form, in page order."""
         kind = self.sandbox_type
         out = ["name", "description", "sandbox_type", *(f"{kind}.{k}" for k in BLOCK_FIELDS[kind]),
-               "allow_private_endpoints", *TOP_FIELDS, "desktop_enabled", "env_vars"]
+               *(["allow_private_endpoints"] if kind != "docker" else []), *TOP_FIELDS,
+               "desktop_enabled", "env_vars"]
         out += [f"env_vars[{r.index}]" for r in self.lists["env_vars"]]
         out += ["network", "network.deny_egress_by_default"]
         for key, rows in self.lists.items():
-            if key == "env_vars":
+            if key == "env_vars" or not (rows or key in self._rule_lists()):
                 continue
             out.append(key)
             for row in rows:
                 out.append(f"{key}[{row.index}]")
                 out += [f"{key}[{row.index}].{CHILD[key]}[{c.index}]" for c in row.children]
         return out
+
+    def _rule_lists(self) -> tuple[str, ...]:
+        """The lists the form always shows (rule lists of another backend only when set)."""
+        rules = {"cube": "network.cube_rules", "e2b": "network.e2b_host_rules"}
+        return ("network.allow_out", "network.deny_out", *([rules[self.sandbox_type]]
+                                                           if self.sandbox_type in rules else []))
 
     def place(self, errors: list[dict[str, str]]) -> dict[str, list[str]]:
         """Errors by slot (document paths mapped back to their rows); the ones that name no
