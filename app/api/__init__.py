@@ -4,4 +4,12 @@ from flask import Blueprint
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
-from app.api import api_keys, auth, jobs, members, openapi, sandbox_configs  # noqa: E402,F401
+from app.api import (  # noqa: E402,F401
+    api_keys,
+    auth,
+    jobs,
+    members,
+    openapi,
+    sandbox_configs,
+    sessions,
+)

@@ -11,6 +11,7 @@ from flask import Flask
 from app.extensions import db
 from app.models import Job, JobStatus
 from app.services import jobs as job_service
+from app.services import sessions as session_service
 
 log = logging.getLogger("sandlot.jobs")
 QUEUE_NAME = "sandlot"
@@ -135,18 +136,21 @@ class InProcessDispatcher:
 
 def start_reaper(app: Flask, interval: float = 30.0,
                  stop: threading.Event | None = None) -> threading.Thread:
-    """A daemon thread that fails silent rows every `interval` seconds until `stop` is set."""
+    """A daemon thread that, every `interval` seconds until `stop` is set, fails silent job
+    rows and pauses Docker sandboxes idle past their TTL (E2B and Cube pause themselves)."""
     stop = stop or threading.Event()
 
     def loop() -> None:
         while not stop.wait(interval):
-            with app.app_context():
-                try:
-                    job_service.reap(reaper_grace(app))
-                except Exception:
-                    log.warning("job reaper pass failed", exc_info=True)
-                finally:
-                    db.session.remove()
+            for name, task in (("job reaper", lambda: job_service.reap(reaper_grace(app))),
+                               ("idle pause", session_service.pause_idle)):
+                with app.app_context():
+                    try:
+                        task()
+                    except Exception:
+                        log.warning("%s pass failed", name, exc_info=True)
+                    finally:
+                        db.session.remove()
 
     thread = threading.Thread(target=loop, name="sandlot-reaper", daemon=True)
     thread.start()

@@ -140,6 +140,14 @@ def _config_id(world: factories.TenantUsers) -> str:
     return make_sandbox_config(world.tenant)
 
 
+def _session_id(world: factories.TenantUsers) -> str:
+    """The owner's own session (sessions are private to their user) on a sweep config."""
+    from app.services import sessions
+
+    config_id = make_sandbox_config(world.tenant)
+    return sessions.create_session(world.tenant, world.owner, config_id, "sweep").id
+
+
 # url_map parameter name -> a real row of the given tenant (its id is what goes in the URL).
 # A route with a parameter missing here fails the sweep: add a factory for it.
 PARAM_ROWS: dict[str, Callable[[factories.TenantUsers], Any]] = {
@@ -149,6 +157,7 @@ PARAM_ROWS: dict[str, Callable[[factories.TenantUsers], Any]] = {
     "job_id": _job_id,
     "tenant_id": _tenant_id,
     "config_id": _config_id,
+    "session_id": _session_id,
 }
 
 

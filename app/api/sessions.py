@@ -1,0 +1,108 @@
+"""Sessions and execution under /api/v1/sessions (decisions 7). Sessions are the caller's own."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from flask import g
+from pydantic import Field
+
+from app.api import bp
+from app.api._core import Out, Strict, doc, ok, parse_body, project
+from app.auth.guards import guard
+from app.errors import NotFound
+from app.models import Role, SandboxSession
+from app.services import sessions
+from app.tenancy import current_tenant
+
+
+class SessionIn(Strict):
+    sandbox_config_id: str = Field(min_length=1, max_length=36)
+    title: str = Field(default="", max_length=200)
+
+
+class SessionOut(Out):
+    id: str
+    sandbox_config_id: str
+    title: str
+    binding_state: str
+    sandbox_id: str | None
+    provider: str | None
+    binding_version: int
+    exec_count: int
+    policy: dict[str, Any] | None = Field(
+        description="The network policy the sandbox was created with (no secrets)")
+    created_at: datetime
+    sandbox_created_at: datetime | None
+    last_used_at: datetime | None
+
+
+class ExecIn(Strict):
+    command: str = Field(min_length=1, max_length=sessions.COMMAND_MAX)
+    skill: str | None = Field(default=None, max_length=100)
+    timeout_sec: int | None = Field(default=None, ge=1, le=sessions.TIMEOUT_MAX)
+
+
+class ExecOut(Out):
+    stdout: str
+    stderr: str
+    exit_code: int
+    duration_ms: int
+    timed_out: bool
+    truncated: bool
+    sandbox_id: str
+    reused: bool = Field(description="True when the session's existing sandbox ran it")
+
+
+def _own(session_id: str) -> SandboxSession:
+    return sessions.get_session(current_tenant(), g.principal.user, session_id)
+
+
+@bp.post("/sessions")
+@guard(Role.viewer)
+@doc("Open a session pinned to a sandbox config", request=SessionIn, response=SessionOut,
+     status=201, errors=(400, 404))
+def create_session():
+    body = parse_body(SessionIn)
+    session = sessions.create_session(current_tenant(), g.principal.user,
+                                      body.sandbox_config_id, body.title)
+    return ok(project(SessionOut, session), 201)
+
+
+@bp.get("/sessions")
+@guard(Role.viewer)
+@doc("Your sessions in this workspace", response=SessionOut, many=True)
+def list_sessions():
+    rows = sessions.list_sessions(current_tenant(), g.principal.user)
+    return ok([project(SessionOut, s) for s in rows])
+
+
+@bp.get("/sessions/<uuid:session_id>")
+@guard(Role.viewer)
+@doc("One of your sessions", response=SessionOut, errors=(404,))
+def get_session(session_id):
+    return ok(project(SessionOut, _own(str(session_id))))
+
+
+@bp.delete("/sessions/<uuid:session_id>")
+@guard(Role.viewer)
+@doc("End a session and destroy its sandbox", errors=(404, 503))
+def delete_session(session_id):
+    sessions.delete_session(current_tenant(), g.principal.user, _own(str(session_id)))
+    return ok(None)
+
+
+@bp.post("/sessions/<uuid:session_id>/exec")
+@guard(Role.viewer)
+@doc("Run a command in the session's sandbox (created on first use, then reused)",
+     request=ExecIn, response=ExecOut, errors=(400, 403, 404, 423, 503))
+def exec_in_session(session_id):
+    body = parse_body(ExecIn)
+    session = _own(str(session_id))
+    if body.skill:  # skill installs arrive with the install pipeline; none can exist yet
+        raise NotFound(f"No skill named {body.skill!r} is installed on this session's config.")
+    outcome = sessions.exec_command(current_tenant(), g.principal.user, session, body.command,
+                                    body.timeout_sec)
+    return ok(project(ExecOut, outcome))
+

@@ -1,0 +1,357 @@
+"""Sessions and execution: one persistent sandbox per session (reference 9.1-9.2, decisions 7).
+
+The first exec creates the sandbox; later ones reuse it. A paused sandbox (TTL expiry)
+is resumed, a dead one replaced, a lost binding recovered by listing the provider by
+metadata. Creation is serialised per session without row locks: a request must win a
+conditional UPDATE (`none` -> `creating`) before it may create, so two concurrent first
+execs create exactly one sandbox on SQLite and PostgreSQL alike.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import or_, select, update
+
+from app.backends.base import (
+    Backend,
+    BackendError,
+    ExecResult,
+    SandboxNotFound,
+    SandboxSpec,
+    SandboxState,
+)
+from app.errors import Forbidden, NotFound, Unavailable, ValidationFailed
+from app.extensions import db
+from app.models import BindingState, SandboxConfig, SandboxSession, Tenant, User
+from app.models.types import utcnow
+from app.services import audit, sandbox_doc
+from app.services.sandbox_configs import backend_for, cordoned
+
+log = logging.getLogger("sandlot.sessions")
+CLAIM_EXPIRY = timedelta(seconds=180)  # a creator that died frees its claim after this
+WAIT_FOR_CREATOR_SEC = 150
+OUTPUT_LIMIT = 256 * 1024
+COMMAND_MAX = 16 * 1024
+TIMEOUT_MAX = 600
+DEFAULT_EXEC_TIMEOUT = 60
+DEFAULT_TTL = {"cube": 1800, "e2b": 300, "docker": 1800}
+
+
+@dataclass(frozen=True)
+class ExecOutcome:
+    stdout: str
+    stderr: str
+    exit_code: int
+    duration_ms: int
+    timed_out: bool
+    truncated: bool
+    sandbox_id: str
+    reused: bool
+
+
+# -- sessions -----------------------------------------------------------------------------
+
+def create_session(tenant: Tenant, user: User, config_id: str, title: str = "") -> SandboxSession:
+    config = _live_config(tenant, config_id)
+    session = SandboxSession(id=str(uuid.uuid4()), tenant_id=tenant.id, user_id=user.id,
+                             sandbox_config_id=config.id, title=title.strip()[:200],
+                             binding_state=BindingState.none)
+    db.session.add(session)
+    audit.record(tenant, _Actor(user), "session.created", "session", session.id,
+                 {"sandbox_config_id": config.id})
+    db.session.commit()
+    return session
+
+
+def list_sessions(tenant: Tenant, user: User) -> list[SandboxSession]:
+    query = (select(SandboxSession)
+             .where(SandboxSession.tenant_id == tenant.id, SandboxSession.user_id == user.id)
+             .order_by(SandboxSession.created_at.desc()))
+    return list(db.session.scalars(query))
+
+
+def get_session(tenant: Tenant, user: User, session_id: str) -> SandboxSession:
+    """The caller's own session; anyone else's is a 404, never a 403."""
+    session = db.session.get(SandboxSession, session_id)
+    if session is None or session.tenant_id != tenant.id or session.user_id != user.id:
+        raise NotFound("No such session.")
+    return session
+
+
+def delete_session(tenant: Tenant, user: User, session: SandboxSession) -> None:
+    """Destroy the session's sandbox (and any it lost track of), then the session."""
+    config = db.session.get(SandboxConfig, session.sandbox_config_id)
+    if config is not None:
+        with _provider():
+            backend = backend_for(config.config)
+            for sandbox in backend.list(_session_filter(session)):
+                backend.delete(sandbox.id)
+            if session.sandbox_id:
+                backend.delete(session.sandbox_id)
+    audit.record(tenant, _Actor(user), "session.deleted", "session", session.id)
+    db.session.delete(session)
+    db.session.commit()
+
+
+# -- execution ----------------------------------------------------------------------------
+
+def exec_command(tenant: Tenant, user: User, session: SandboxSession, command: str,
+                 timeout_sec: int | None = None) -> ExecOutcome:
+    """Run `command` in the session's sandbox, creating or resuming it first."""
+    _check_command(command, timeout_sec)
+    if tenant.scripts_disabled:
+        raise Forbidden("Script execution is turned off for this workspace.",
+                        code="workspace_scripts_disabled")
+    config = _live_config(tenant, session.sandbox_config_id)
+    if config.is_cordoned(utcnow()):
+        raise cordoned()
+    doc = config.config
+    timeout = timeout_sec or doc.get("default_timeout_sec") or DEFAULT_EXEC_TIMEOUT
+    with _provider():
+        backend = backend_for(doc)
+        sandbox_id, reused = ensure_sandbox(session, config, backend)
+        try:
+            result = backend.exec(sandbox_id, command, timeout_sec=timeout,
+                                  output_limit=OUTPUT_LIMIT)
+        except SandboxNotFound:  # it died between the check and the exec: replace it once
+            _unbind(session)
+            sandbox_id, reused = ensure_sandbox(session, config, backend)
+            result = backend.exec(sandbox_id, command, timeout_sec=timeout,
+                                  output_limit=OUTPUT_LIMIT)
+    _touch(session)
+    return _outcome(result, sandbox_id, reused)
+
+
+def ensure_sandbox(session: SandboxSession, config: SandboxConfig,
+                   backend: Backend) -> tuple[str, bool]:
+    """The id of a running sandbox for `session`, and whether it already existed."""
+    deadline = time.monotonic() + WAIT_FOR_CREATOR_SEC
+    while time.monotonic() < deadline:
+        db.session.refresh(session)
+        if session.binding_state == BindingState.bound:
+            sandbox_id = _usable(session, config, backend)
+            if sandbox_id:
+                return sandbox_id, True
+            continue
+        if _claim(session):
+            return _create_claimed(session, config, backend), False
+        time.sleep(0.1)  # another request is creating it; wait for its binding
+    raise Unavailable("The sandbox for this session is still being created; try again.")
+
+
+def _usable(session: SandboxSession, config: SandboxConfig, backend: Backend) -> str | None:
+    """The bound sandbox, resumed if paused; None after unbinding a dead or stale one."""
+    sandbox_id = session.sandbox_id or ""
+    if session.stale or (_generation(config) > session.skill_generation and _rebuilds(config)):
+        _discard(session, backend)
+        return None
+    try:
+        info = backend.get(sandbox_id)
+    except SandboxNotFound:
+        _unbind(session)
+        return None
+    if info.state == SandboxState.running:
+        return sandbox_id
+    if info.state == SandboxState.paused:
+        backend.connect(sandbox_id)
+        return sandbox_id
+    if info.state == SandboxState.transitioning:
+        time.sleep(0.2)
+        return None
+    _discard(session, backend)
+    return None
+
+
+def _create_claimed(session: SandboxSession, config: SandboxConfig, backend: Backend) -> str:
+    """We hold the claim: adopt a sandbox the provider still has for us, or create one."""
+    try:
+        found = [s for s in backend.list(_session_filter(session))
+                 if s.state in (SandboxState.running, SandboxState.paused)]
+        if found:
+            keep, *extra = sorted(found, key=lambda s: s.started_at or "", reverse=True)
+            for sandbox in extra:
+                backend.delete(sandbox.id)
+            if keep.state == SandboxState.paused:
+                backend.connect(keep.id)
+            version = int(keep.metadata.get("sandlot_binding_version") or 0)
+            _bind(session, keep.id, version, config, policy=None)
+            return keep.id
+        version = session.binding_version + 1
+        spec = session_spec(session, config, version)
+        info = backend.create(spec)
+    except BaseException:
+        _unbind(session)  # give the claim back so the next request can try again
+        raise
+    _bind(session, info.id, version, config, policy=_policy_summary(spec))
+    return info.id
+
+
+def session_spec(session: SandboxSession, config: SandboxConfig, version: int) -> SandboxSpec:
+    doc = config.config
+    kind = doc["sandbox_type"]
+    block = doc.get(kind) or {}
+    ttl = (block.get("e2b_sandbox_ttl_seconds") or block.get("cube_sandbox_ttl_seconds")
+           or block.get("idle_ttl_seconds") or DEFAULT_TTL[kind])
+    return SandboxSpec(
+        template=sandbox_doc.template_of(doc),
+        metadata={
+            "sandlot_tenant_id": str(session.tenant_id), "sandlot_session_id": session.id,
+            "sandlot_binding_version": str(version), "sandlot_provider": kind,
+            "sandlot_sandbox_config_id": config.id, "sandlot_purpose": "session",
+        },
+        env=dict(doc.get("env_vars") or {}), timeout_sec=int(ttl),
+        network=sandbox_doc.resolve_policy(doc), desktop=bool(doc.get("desktop_enabled")),
+        network_mode=block.get("network_mode", "bridge") if kind == "docker" else "bridge",
+    )
+
+
+def pause_idle(now=None) -> int:
+    """Pause bound Docker sandboxes idle past their TTL (E2B/Cube pause themselves)."""
+    now = now or utcnow()
+    paused = 0
+    rows = db.session.scalars(select(SandboxSession).where(
+        SandboxSession.binding_state == BindingState.bound,
+        SandboxSession.provider == "docker"))
+    for session in list(rows):
+        config = db.session.get(SandboxConfig, session.sandbox_config_id)
+        if config is None or config.deleted_at is not None:
+            continue
+        ttl = session_spec(session, config, session.binding_version).timeout_sec
+        last = session.last_used_at or session.sandbox_created_at
+        if last and now - last > timedelta(seconds=ttl):
+            try:
+                backend = backend_for(config.config)
+                if backend.get(session.sandbox_id).state == SandboxState.running:
+                    backend.pause(session.sandbox_id)
+                    paused += 1
+            except BackendError as exc:
+                log.warning("pausing idle sandbox of session %s failed: %s", session.id,
+                            exc.reason)
+    return paused
+
+
+# -- binding transitions ------------------------------------------------------------------
+
+def _claim(session: SandboxSession) -> bool:
+    now = utcnow()
+    result = db.session.execute(
+        update(SandboxSession).where(
+            SandboxSession.id == session.id,
+            or_(SandboxSession.binding_state == BindingState.none,
+                (SandboxSession.binding_state == BindingState.creating)
+                & (SandboxSession.claimed_at < now - CLAIM_EXPIRY)))
+        .values(binding_state=BindingState.creating, claimed_at=now))
+    db.session.commit()
+    return result.rowcount == 1
+
+
+def _bind(session: SandboxSession, sandbox_id: str, version: int, config: SandboxConfig,
+          policy: dict[str, Any] | None) -> None:
+    values: dict[str, Any] = {
+        "binding_state": BindingState.bound, "sandbox_id": sandbox_id,
+        "binding_version": version, "provider": config.config["sandbox_type"],
+        "sandbox_created_at": utcnow(), "claimed_at": None, "stale": False,
+        "skill_generation": _generation(config)}
+    if policy is not None:
+        values["policy"] = policy
+    db.session.execute(update(SandboxSession).where(SandboxSession.id == session.id)
+                       .values(**values))
+    db.session.commit()
+
+
+def _unbind(session: SandboxSession) -> None:
+    db.session.rollback()
+    db.session.execute(update(SandboxSession).where(SandboxSession.id == session.id).values(
+        binding_state=BindingState.none, sandbox_id=None, claimed_at=None))
+    db.session.commit()
+
+
+def _discard(session: SandboxSession, backend: Backend) -> None:
+    if session.sandbox_id:
+        backend.delete(session.sandbox_id)
+    _unbind(session)
+
+
+def _touch(session: SandboxSession) -> None:
+    db.session.execute(update(SandboxSession).where(SandboxSession.id == session.id).values(
+        last_used_at=utcnow(), exec_count=SandboxSession.exec_count + 1))
+    db.session.commit()
+    db.session.refresh(session)
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+def _live_config(tenant: Tenant, config_id: str) -> SandboxConfig:
+    config = db.session.get(SandboxConfig, config_id)
+    if config is None or config.tenant_id != tenant.id or config.deleted_at is not None:
+        raise NotFound("No such sandbox config in this workspace.")
+    return config
+
+
+def _session_filter(session: SandboxSession) -> dict[str, str]:
+    return {"sandlot_tenant_id": str(session.tenant_id), "sandlot_session_id": session.id,
+            "sandlot_sandbox_config_id": session.sandbox_config_id}
+
+
+def _generation(config: SandboxConfig) -> int:
+    return int((config.config.get("skill_image") or {}).get("generation") or 0)
+
+
+def _rebuilds(config: SandboxConfig) -> bool:
+    """Skill rollout `next_turn` rebuilds on next use; `new_session` only for new sessions."""
+    return config.config.get("skill_rollout") != "new_session"
+
+
+def _policy_summary(spec: SandboxSpec) -> dict[str, Any]:
+    """What the sandbox was created with, minus any secret (header values, inject secrets)."""
+    policy = spec.network
+    return {"allow_internet_access": policy.allow_internet_access,
+            "allow_out": list(policy.allow_out), "deny_out": list(policy.deny_out),
+            "cube_rules": len(policy.cube_rules), "e2b_host_rules": len(policy.host_rules)}
+
+
+def _check_command(command: str, timeout_sec: int | None) -> None:
+    errors = []
+    if not command.strip():
+        errors.append({"field": "command", "message": "must not be empty"})
+    elif len(command) > COMMAND_MAX or "\0" in command:
+        errors.append({"field": "command",
+                       "message": f"at most {COMMAND_MAX} characters and no NUL"})
+    if timeout_sec is not None and not 1 <= timeout_sec <= TIMEOUT_MAX:
+        errors.append({"field": "timeout_sec", "message": f"between 1 and {TIMEOUT_MAX}"})
+    if errors:
+        raise ValidationFailed(errors)
+
+
+def _outcome(result: ExecResult, sandbox_id: str, reused: bool) -> ExecOutcome:
+    stdout = result.stdout
+    if result.truncated:
+        stdout += f"\n[output truncated: only the first {OUTPUT_LIMIT // 1024} KiB are shown]\n"
+    return ExecOutcome(stdout, result.stderr, result.exit_code, result.duration_ms,
+                       result.timed_out, result.truncated, sandbox_id, reused)
+
+
+@contextmanager
+def _provider() -> Iterator[None]:
+    """Backend failures become 503 `unavailable` with the backend's human reason."""
+    try:
+        yield
+    except BackendError as exc:
+        db.session.rollback()
+        raise Unavailable(f"The sandbox provider failed: {exc.reason}") from exc
+
+
+class _Actor:
+    def __init__(self, user: User):
+        self.actor_id = user.id
+        self.actor_label = user.email
+
+

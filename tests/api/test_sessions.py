@@ -1,0 +1,220 @@
+"""Sessions and exec against the real Docker engine (decisions 7, reference 9.1-9.2)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import requests
+from sqlalchemy import select
+
+from app.backends.docker import DockerBackend
+from app.extensions import db
+from app.models import SandboxConfig, SandboxSession
+from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, require_docker
+
+CONFIGS = "/api/v1/sandbox-configs"
+
+
+@pytest.fixture(autouse=True)
+def _engine():
+    require_docker()
+
+
+@pytest.fixture
+def engine():
+    backend = DockerBackend({"image": BASE_IMAGE, "host": DOCKER_HOST, "http_timeout_sec": 30})
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def world(two_tenants, bearer):
+    a, b = two_tenants
+    admin = bearer(a.admin, a.tenant)
+    config = admin.post(CONFIGS, json={"name": "local", "config": {
+        "sandbox_type": "docker", "env_vars": {"GREETING": "hello-from-config"},
+        "docker": {"image": BASE_IMAGE, "network_mode": "none"}}}).json["data"]
+    member = bearer(a.contributor, a.tenant)
+    yield a, b, config, member, bearer
+    for session in db.session.scalars(select(SandboxSession)):
+        if session.sandbox_id:
+            DockerBackend({"image": BASE_IMAGE, "host": DOCKER_HOST}).delete(session.sandbox_id)
+
+
+def open_session(api, config_id: str) -> str:
+    response = api.post("/api/v1/sessions", json={"sandbox_config_id": config_id, "title": "t"})
+    assert response.status_code == 201, response.json
+    return response.json["data"]["id"]
+
+
+def run(api, session_id: str, command: str, **extra):
+    return api.post(f"/api/v1/sessions/{session_id}/exec", json={"command": command, **extra})
+
+
+def test_first_exec_creates_later_execs_reuse(world, engine):
+    _, _, config, member, _ = world
+    session_id = open_session(member, config["id"])
+    first = run(member, session_id, "python3 -c 'print(1)'").json["data"]
+    second = run(member, session_id, "python3 -c 'print(1)'").json["data"]
+    assert first["stdout"] == second["stdout"] == "1\n"
+    assert first["reused"] is False and second["reused"] is True
+    assert first["sandbox_id"] == second["sandbox_id"]
+    view = member.get(f"/api/v1/sessions/{session_id}").json["data"]
+    assert view["sandbox_id"] == first["sandbox_id"] and view["exec_count"] == 2
+    info = engine.get(first["sandbox_id"])
+    assert info.metadata["sandlot_session_id"] == session_id
+    assert info.metadata["sandlot_purpose"] == "session"
+
+
+def test_state_persists_and_config_env_is_baked_in(world):
+    _, _, config, member, _ = world
+    session_id = open_session(member, config["id"])
+    run(member, session_id, "echo kept > /workspace/note.txt")
+    out = run(member, session_id, "cat /workspace/note.txt; echo $GREETING").json["data"]
+    assert out["stdout"] == "kept\nhello-from-config\n"
+
+
+def test_exit_code_stderr_and_timeout(world):
+    _, _, config, member, _ = world
+    session_id = open_session(member, config["id"])
+    out = run(member, session_id, "echo oops >&2; exit 3").json["data"]
+    assert out["exit_code"] == 3 and out["stderr"] == "oops\n"
+    slow = run(member, session_id, "sleep 30", timeout_sec=1).json["data"]
+    assert slow["timed_out"] is True and slow["exit_code"] != 0
+
+
+def test_output_is_capped_with_a_marker(world):
+    _, _, config, member, _ = world
+    session_id = open_session(member, config["id"])
+    out = run(member, session_id, "python3 -c 'print(\"x\" * 400000)'").json["data"]
+    assert out["truncated"] is True
+    assert out["stdout"].endswith("[output truncated: only the first 256 KiB are shown]\n")
+
+
+def test_paused_sandbox_is_resumed_and_dead_one_replaced(world, engine):
+    _, _, config, member, _ = world
+    session_id = open_session(member, config["id"])
+    sandbox_id = run(member, session_id, "true").json["data"]["sandbox_id"]
+    engine.pause(sandbox_id)
+    resumed = run(member, session_id, "echo back").json["data"]
+    assert resumed["sandbox_id"] == sandbox_id and resumed["stdout"] == "back\n"
+    engine.delete(sandbox_id)
+    replaced = run(member, session_id, "echo new").json["data"]
+    assert replaced["sandbox_id"] != sandbox_id and replaced["reused"] is False
+    assert member.get(f"/api/v1/sessions/{session_id}").json["data"]["binding_version"] == 2
+
+
+def test_lost_binding_is_recovered_by_metadata(world):
+    _, _, config, member, _ = world
+    session_id = open_session(member, config["id"])
+    sandbox_id = run(member, session_id, "touch /workspace/mark").json["data"]["sandbox_id"]
+    row = db.session.get(SandboxSession, session_id)
+    row.binding_state, row.sandbox_id = "none", None
+    db.session.commit()
+    again = run(member, session_id, "ls /workspace/mark").json["data"]
+    assert again["sandbox_id"] == sandbox_id and again["exit_code"] == 0
+
+
+def test_concurrent_first_execs_create_exactly_one_sandbox(world, live_server, engine):
+    a, _, config, _, _ = world
+    token = requests.post(f"{live_server}/api/v1/auth/login", timeout=10, json={
+        "email": a.contributor.email, "password": "correct-horse-battery",
+        "tenant_id": a.tenant.id}).json()["data"]["token"]
+    headers = {"Authorization": f"Bearer {token}"}
+    session_id = requests.post(f"{live_server}/api/v1/sessions", headers=headers, timeout=10,
+                               json={"sandbox_config_id": config["id"]}).json()["data"]["id"]
+    results: list[dict] = []
+
+    def first_exec():
+        response = requests.post(f"{live_server}/api/v1/sessions/{session_id}/exec",
+                                 headers=headers, timeout=120, json={"command": "hostname"})
+        results.append(response.json()["data"])
+
+    threads = [threading.Thread(target=first_exec) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert len(results) == 3
+    assert len({r["sandbox_id"] for r in results}) == 1
+    assert sorted(r["reused"] for r in results) == [False, True, True]
+    live = engine.list({"sandlot_session_id": session_id})
+    assert len(live) == 1
+
+
+def test_delete_destroys_the_sandbox(world, engine):
+    _, _, config, member, _ = world
+    session_id = open_session(member, config["id"])
+    sandbox_id = run(member, session_id, "true").json["data"]["sandbox_id"]
+    assert member.delete(f"/api/v1/sessions/{session_id}").status_code == 200
+    assert engine.list({"sandlot_session_id": session_id}) == []
+    assert member.get(f"/api/v1/sessions/{session_id}").status_code == 404
+    assert sandbox_id
+
+
+def test_kill_switch_and_cordon_refuse_exec(world, bearer):
+    a, _, config, member, _ = world
+    session_id = open_session(member, config["id"])
+    admin = bearer(a.admin, a.tenant)
+    admin.put(f"{CONFIGS}/workspace-policy", json={"scripts_disabled": True})
+    refused = run(member, session_id, "true")
+    assert refused.status_code == 403
+    assert refused.json["error"]["code"] == "workspace_scripts_disabled"
+    admin.put(f"{CONFIGS}/workspace-policy", json={"scripts_disabled": False})
+    from app.models.types import utcnow
+
+    row = db.session.get(SandboxConfig, config["id"])
+    row.cordoned_at = utcnow()
+    db.session.commit()
+    assert run(member, session_id, "true").json["error"]["code"] == "sandbox_config_cordoned"
+
+
+def test_sessions_are_private_and_inputs_checked(world):
+    a, b, config, member, bearer = world
+    session_id = open_session(member, config["id"])
+    other_member = bearer(a.viewer, a.tenant)
+    assert other_member.get(f"/api/v1/sessions/{session_id}").status_code == 404
+    assert run(other_member, session_id, "true").status_code == 404
+    assert other_member.get("/api/v1/sessions").json["data"] == []
+    foreign = bearer(b.admin, b.tenant)
+    assert foreign.post("/api/v1/sessions",
+                        json={"sandbox_config_id": config["id"]}).status_code == 404
+    assert member.post("/api/v1/sessions",
+                       json={"sandbox_config_id": "nope"}).status_code == 404
+    empty = run(member, session_id, "")
+    assert empty.status_code == 400 and empty.json["error"]["code"] == "validation_failed"
+    huge = run(member, session_id, "x" * 20000)
+    assert huge.json["error"]["data"]["errors"][0]["field"] == "command"
+
+
+def test_backend_down_is_503_and_session_stays_consistent(two_tenants, bearer):
+    a, _ = two_tenants
+    admin = bearer(a.admin, a.tenant)
+    config = admin.post(CONFIGS, json={"name": "down", "config": {
+        "sandbox_type": "docker",
+        "docker": {"image": BASE_IMAGE, "host": "unix:///tmp/sandlot-no-engine.sock"}}}).json
+    session_id = open_session(admin, config["data"]["id"])
+    response = run(admin, session_id, "true")
+    assert response.status_code == 503
+    assert response.json["error"]["code"] == "unavailable"
+    assert "not reachable" in response.json["error"]["message"]
+    row = db.session.get(SandboxSession, session_id)
+    db.session.refresh(row)
+    assert row.binding_state == "none" and row.sandbox_id is None
+
+
+def test_idle_docker_sandbox_is_paused_then_resumed_on_next_exec(world, engine):
+    from datetime import timedelta
+
+    from app.models.types import utcnow
+    from app.services import sessions
+
+    _, _, config, member, _ = world
+    session_id = open_session(member, config["id"])
+    sandbox_id = run(member, session_id, "true").json["data"]["sandbox_id"]
+    assert sessions.pause_idle() == 0  # just used: not idle
+    assert sessions.pause_idle(utcnow() + timedelta(hours=1)) == 1
+    assert engine.get(sandbox_id).state == "paused"
+    again = run(member, session_id, "echo awake").json["data"]
+    assert again["sandbox_id"] == sandbox_id and again["stdout"] == "awake\n"
