@@ -109,8 +109,13 @@
     if (event.key === "Escape" && !event.defaultPrevented && !document.querySelector("#drawer-slot form.drawer-form")) closeDrawer();
   });
   document.addEventListener("htmx:afterSwap", function (event) {
-    if (event.detail.target && event.detail.target.id === "drawer-slot") {
-      var first = event.detail.target.querySelector(".drawer-body input:not([type=hidden]), .drawer-body select");
+    var target = event.detail.target;
+    // A refused save puts its summary above the form: bring it into view.
+    if (target && target.id === "editor-alert" && target.firstElementChild) {
+      target.scrollIntoView({ block: "nearest" });
+    }
+    if (target && target.id === "drawer-slot") {
+      var first = target.querySelector(".drawer-body input:not([type=hidden]), .drawer-body select");
       if (first) first.focus();
     }
   });

@@ -101,3 +101,26 @@ def test_admin_adds_a_docker_config_with_a_live_policy_check(tab, workspace):
     tab.locator(".flash").wait_for(state="detached")
     tab.mouse.move(0, 0)
     shot(tab, "sandboxes.png")
+
+
+def test_admin_turns_scripts_off_and_force_deletes_an_unverifiable_config(tab, workspace):
+    service.create_config(workspace.tenant, audit.SystemActor("tests"), "Old engine", "", {
+        "sandbox_type": "docker",
+        "docker": {"image": "sandlot/sandbox:base",
+                   "host": "unix:///tmp/sandlot-nonexistent.sock"}})
+    sign_in(tab, workspace.admin.email)
+    tab.goto("/sandboxes")
+    switch = tab.get_by_role("switch", name="Workspace scripts")
+    switch.click()  # confirmed by the dialog handler
+    tab.get_by_text("Off: no agent may run scripts").wait_for()
+    assert tab.get_by_role("switch", name="Workspace scripts").get_attribute("aria-checked") \
+        == "false"
+
+    card = tab.locator(".sandbox-card", has_text="Old engine")
+    card.get_by_role("button", name="Delete").click()
+    drawer = tab.locator(".drawer")
+    drawer.get_by_text("Inventory unverifiable.").wait_for()
+    drawer.get_by_role("button", name="Force delete").click()
+    tab.get_by_text("Deleted “Old engine”.").wait_for()
+    assert tab.locator(".sandbox-card", has_text="Old engine").count() == 0
+    assert tab.locator(".drawer").count() == 0
