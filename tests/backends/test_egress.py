@@ -512,7 +512,8 @@ def test_resolver_answers_over_tcp(world, sandboxes):
     answers = {}
     for name in ("good.test.example", "bad.test.example"):
         query = DNSRecord.question(name).pack()
-        with socket.create_connection((net.gateway, 53), timeout=5) as conn:
+        with socket.create_connection((net.gateway, 53), timeout=5,
+                                      source_address=("127.0.0.1", 0)) as conn:
             conn.sendall(len(query).to_bytes(2, "big") + query)
             size = int.from_bytes(conn.recv(2, socket.MSG_WAITALL), "big")
             answers[name] = DNSRecord.parse(conn.recv(size, socket.MSG_WAITALL))
@@ -563,3 +564,87 @@ def test_control_without_our_rules_the_blocked_targets_answer(world, sandboxes, 
     assert result == {METADATA_IP: reached(METADATA_IP), PRIVATE_IP: reached(PRIVATE_IP),
                       B: reached(B), f"{gateway}:{host_server}": "ok"}
     sandboxes.backend.delete(sandbox.id)
+
+
+def test_queries_from_outside_the_sandbox_subnet_are_ignored(world, sandboxes):
+    from dnslib import DNSRecord
+
+    sandbox = sandboxes.create()
+    net = sandboxes.backend.egress.load(egress_id(sandboxes, sandbox))
+    assert manager.probe(net)  # from loopback: answered
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind((HOST_IP, 0))  # another address of this host
+        sock.settimeout(1)
+        sock.sendto(DNSRecord.question("good.test.example").pack(), (net.gateway, 53))
+        with pytest.raises(TimeoutError):
+            sock.recv(4096)
+
+
+# -- without an engine: the policy as enforced, the ruleset text, the resolver's choices --
+
+def test_policy_splits_allow_out_and_keeps_private_ranges_closed_unless_named():
+    from app.backends.egress.policy import EgressPolicy, learnable
+
+    egress = EgressPolicy.from_resolved(ResolvedNetworkPolicy(
+        allow_internet_access=False, allow_out=("1.2.3.4", "1.2.3.0/24", "10.1.2.3",
+                                                "Good.Example.", "*.svc.example"),
+        deny_out=("0.0.0.0/0", "9.9.9.9")))
+
+    assert egress.deny_all
+    assert egress.allow == ("1.2.3.0/24", "10.1.2.3/32")  # merged: nft refuses overlaps
+    assert egress.private_allow == ("10.1.2.3/32",)
+    assert egress.deny == ("9.9.9.9/32",)
+    assert egress.domains == ("good.example", "*.svc.example")
+    assert egress.allows_name("good.example") and egress.allows_name("GOOD.example.")
+    assert not egress.allows_name("x.good.example")
+    assert egress.allows_name("a.svc.example") and egress.allows_name("a.b.svc.example")
+    assert not egress.allows_name("svc.example") and not egress.allows_name("xsvc.example")
+    broad = EgressPolicy.from_resolved(ResolvedNetworkPolicy(allow_out=("0.0.0.0/0",)))
+    assert broad.private_allow == () and not broad.deny_all
+    assert learnable("203.0.113.5")
+    assert not any(learnable(ip) for ip in ("10.0.0.1", "172.16.0.1", "192.168.1.1",
+                                            "100.64.0.1", "127.0.0.1", "169.254.169.254"))
+
+
+def test_ruleset_order_is_never_then_named_private_then_private_then_allow_deny_default():
+    from app.backends.egress.policy import EgressPolicy, SandboxNet
+
+    net = SandboxNet("0123456789", "10.213.0.0/28", "10.213.0.1", "192.0.2.53:53",
+                     EgressPolicy(deny_all=True, allow=("10.1.2.3/32",)))
+    rules = [line.split(" sb_0123456789_out ", 1)[1]
+             for line in nft.sandbox_script(net).splitlines()
+             if line.startswith("add rule inet sandlot sb_0123456789_out ")]
+
+    assert rules == [
+        "ct state established,related return",
+        "meta nfproto != ipv4 counter drop",
+        "ip daddr { 0.0.0.0/8, 169.254.0.0/16, 224.0.0.0/4, 240.0.0.0/4 } counter drop",
+        "ip daddr @sb_0123456789_private return",
+        "ip daddr { 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 } "
+        "counter drop",
+        "ip daddr @sb_0123456789_allow return",
+        "ip daddr @sb_0123456789_dns return",
+        "ip daddr @sb_0123456789_deny counter drop",
+        "counter drop",
+    ]
+    assert "table inet sandlot" in nft.BASE and "ip filter" not in nft.sandbox_script(net)
+
+
+def test_refused_names_are_answered_locally_and_never_forwarded(monkeypatch):
+    from dnslib import RCODE, DNSRecord
+
+    from app.backends.egress.policy import EgressPolicy, SandboxNet
+
+    def no_forwarding(*args):
+        raise AssertionError("a refused name was forwarded")
+
+    monkeypatch.setattr(dns, "forward", no_forwarding)
+    net = SandboxNet("0123456789", "10.213.0.0/28", "10.213.0.1", "192.0.2.53:53",
+                     EgressPolicy(deny_all=True, domains=("*.svc.example",)))
+
+    for name in ("svc.example", "data-to-steal.attacker.example", "x.svc.example.evil"):
+        reply = DNSRecord.parse(dns.answer(net, DNSRecord.question(name).pack()))
+        assert reply.header.rcode == RCODE.NXDOMAIN, name
+    probe_other = DNSRecord.question(f"ffffffffff{dns.PROBE_SUFFIX}").pack()
+    assert DNSRecord.parse(dns.answer(net, probe_other)).header.rcode == RCODE.REFUSED
+    assert dns.answer(net, b"\x00garbage") is None

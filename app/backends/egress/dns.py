@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import ipaddress
 import json
 import logging
 import logging.handlers
@@ -189,6 +190,18 @@ class Served:
     udp: socket.socket
     tcp: socket.socket
 
+    def __post_init__(self) -> None:
+        self.subnet = ipaddress.IPv4Network(self.net.subnet)
+
+    def from_sandbox(self, peer: tuple[str, int]) -> bool:
+        """Only the sandbox's own subnet is served, and loopback (the backend's probe:
+        other host addresses would be masqueraded by Docker's rule for the subnet)."""
+        try:
+            address = ipaddress.IPv4Address(peer[0])
+        except ValueError:
+            return False
+        return address in self.subnet or address.is_loopback
+
     def close(self) -> None:
         self.udp.close()
         self.tcp.close()
@@ -205,27 +218,27 @@ class Resolver:
         self.pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="dns")
         self.stopping = threading.Event()
 
-    def _read(self) -> dict[str, SandboxNet]:
-        nets = {}
-        for path in sandboxes_dir(self.state_dir).glob("*.json"):
-            try:
-                net = SandboxNet.from_dict(json.loads(path.read_text()))
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                log.warning("skipping %s: %s", path.name, exc)
-                continue
-            nets[net.id] = net
-        return nets
-
     def rescan(self) -> None:
-        wanted = self._read()
-        for net_id in [i for i in self.served if i not in wanted]:
+        """Follow the state files: a file is written once (atomically) and removed at
+        delete, so only new names need reading."""
+        present = {path.stem: path for path in sandboxes_dir(self.state_dir).glob("*.json")}
+        for net_id in [i for i in self.served if i not in present]:
             served = self.served.pop(net_id)
             self.selector.unregister(served.udp)
             self.selector.unregister(served.tcp)
             served.close()
             log.info("sandbox %s: stopped serving %s", net_id, served.net.gateway)
-        for net_id, net in wanted.items():
-            if net_id not in self.served:
+        for net_id, path in present.items():
+            if net_id in self.served:
+                continue
+            try:
+                net = SandboxNet.from_dict(json.loads(path.read_text()))
+            except FileNotFoundError:
+                continue  # deleted since listed
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                log.warning("skipping %s: %s", path.name, exc)
+                continue
+            if net.id == net_id:
                 self._serve(net)
 
     def _serve(self, net: SandboxNet) -> None:
@@ -287,7 +300,7 @@ class Resolver:
     @staticmethod
     def _udp(served: Served, data: bytes, peer: tuple[str, int]) -> None:
         try:
-            reply = answer(served.net, data)
+            reply = answer(served.net, data) if served.from_sandbox(peer) else None
             if reply is not None:
                 served.udp.sendto(reply, peer)
         except Exception:  # noqa: BLE001 - one bad query must not stop the resolver
@@ -297,6 +310,8 @@ class Resolver:
     def _tcp(served: Served, conn: socket.socket) -> None:
         with conn:
             try:
+                if not served.from_sandbox(conn.getpeername()):
+                    return
                 conn.setblocking(True)
                 conn.settimeout(TCP_IDLE_SEC)
                 for _ in range(100):

@@ -393,6 +393,7 @@ def probe(net: SandboxNet, timeout: float = 0.3) -> bool:
     query = DNSRecord.question(f"{net.id}{dns.PROBE_SUFFIX}")
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.bind(("127.0.0.1", 0))  # answered: loopback or the sandbox's subnet only
             sock.settimeout(timeout)
             sock.sendto(query.pack(), (net.gateway, 53))
             reply = DNSRecord.parse(sock.recv(4096))
