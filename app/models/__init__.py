@@ -5,10 +5,12 @@ from app.models.audit import AuditEvent
 from app.models.job import Job, JobStatus
 from app.models.sandbox_config import SandboxConfig
 from app.models.session import BindingState, SandboxSession
+from app.models.skill import InstalledSkill, InstallStatus, SkillCatalogEntry
 from app.models.tenant import ROLE_ORDER, Membership, Role, Tenant
 from app.models.user import User
 
 __all__ = [
     "ROLE_ORDER", "ApiKey", "AuditEvent", "Job", "JobStatus", "Membership", "Role",
     "BindingState", "SandboxConfig", "SandboxSession", "Tenant", "User",
+    "InstallStatus", "InstalledSkill", "SkillCatalogEntry",
 ]
