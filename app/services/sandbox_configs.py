@@ -183,9 +183,13 @@ def _check_names(name: Any, description: Any) -> tuple[str, str]:
     errors = []
     if not name:
         errors.append({"field": "name", "message": "name required"})
+    elif "\0" in name:
+        errors.append({"field": "name", "message": "must not contain NUL"})
     elif len(name) > NAME_MAX:
         errors.append({"field": "name", "message": f"at most {NAME_MAX} characters"})
-    if len(description) > DESCRIPTION_MAX:
+    if "\0" in description:
+        errors.append({"field": "description", "message": "must not contain NUL"})
+    elif len(description) > DESCRIPTION_MAX:
         errors.append({"field": "description", "message": f"at most {DESCRIPTION_MAX} characters"})
     if errors:
         raise ValidationFailed(errors)
@@ -312,15 +316,16 @@ def query_templates(stored: SandboxConfig | None, raw: Any,
     if (options.get("replace_standard") or options.get("replace_desktop")) and stored is None:
         raise ValidationFailed.one("config_id", "replace_* needs config_id")
     doc = stored.config if raw is None else sandbox_doc.validate(
-        sandbox_doc.merge(raw, stored.config) if stored else raw)
+        sandbox_doc.merge(raw, stored.config) if stored else raw, require_template=False)
     wants_provisioning = any(options.get(k) for k in (
         "ensure_standard", "replace_standard", "ensure_desktop", "replace_desktop"))
-    backend = backend_for(doc)
-    if wants_provisioning and not backend.capabilities.templates:
-        raise ValidationFailed.one("ensure_standard", f"the {doc['sandbox_type']} backend has "
-                                   "no template catalog to provision")
+    if wants_provisioning:
+        # Docker images are built on the host (scripts/sandbox-image.sh); building E2B/Cube
+        # templates is not something this console does.
+        raise ValidationFailed.one("ensure_standard", f"Sandlot does not provision "
+                                   f"{doc['sandbox_type']} templates; pick an existing one")
     try:
-        templates = backend.list_templates()
+        templates = backend_for(doc).list_templates()
     except BackendError as exc:
         raise Unavailable(f"The template catalog could not be read: {exc.reason}") from exc
     standard = sandbox_doc.template_of(doc)

@@ -109,8 +109,16 @@ REQUIRED = {
 }
 
 
-def validate(raw: Any, *, resolve_urls: bool = True) -> dict[str, Any]:
-    """The normalised document to store, or ValidationFailed listing every problem."""
+TEMPLATE_FIELDS = ("template_id", "image")
+
+
+def validate(raw: Any, *, resolve_urls: bool = True,
+             require_template: bool = True) -> dict[str, Any]:
+    """The normalised document to store, or ValidationFailed listing every problem.
+
+    `require_template=False` serves the template catalog query, which is how an admin
+    finds a template before there is one to require.
+    """
     if not isinstance(raw, dict):
         raise ValidationFailed.one("config", "must be an object")
     try:
@@ -127,7 +135,8 @@ def validate(raw: Any, *, resolve_urls: bool = True) -> dict[str, Any]:
     kind = doc.sandbox_type
     block = getattr(doc, kind) or BLOCKS[kind]()
     _check_common(doc, problems)
-    _check_block(kind, block, doc.allow_private_endpoints, problems, resolve_urls)
+    _check_block(kind, block, doc.allow_private_endpoints, problems, resolve_urls,
+                 require_template)
     network = network_policy.validate(doc.network, kind, problems)
     if problems:
         raise ValidationFailed(problems.items)
@@ -158,8 +167,10 @@ def _check_common(doc: Document, problems: Problems) -> None:
 
 
 def _check_block(kind: str, block: _Block, allow_private: bool, problems: Problems,
-                 resolve_urls: bool) -> None:
+                 resolve_urls: bool, require_template: bool = True) -> None:
     for name in REQUIRED[kind]:
+        if name in TEMPLATE_FIELDS and not require_template:
+            continue
         value = getattr(block, name)
         if not value or value == MASK:
             problems.add(f"{kind}.{name}", f"{kind} backend requires {name}")

@@ -219,3 +219,16 @@ def test_concurrent_mutation_gets_423_while_identity_change_holds_the_cordon(
         assert row.cordoned_at is None and row.name == "slow"
     finally:
         silent.close()
+
+
+def test_templates_query_lists_local_images_for_docker(admin_api):
+    data = create(admin_api)
+    response = admin_api.post(f"{BASE}/templates/query", json={"config_id": data["id"]})
+    assert response.status_code == 200, response.json
+    body = response.json["data"]
+    assert body["standard_template_id"] == BUSYBOX_IMAGE and body["provisioned"] is False
+    standard = [t for t in body["templates"] if t["standard"]]
+    assert standard and BUSYBOX_IMAGE in (standard[0]["id"], standard[0]["name"])
+    ensure = admin_api.post(f"{BASE}/templates/query",
+                            json={"config_id": data["id"], "ensure_standard": True})
+    assert ensure.status_code == 400  # Docker has no template catalog to provision

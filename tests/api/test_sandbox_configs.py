@@ -203,3 +203,26 @@ def test_api_key_needs_full_access(two_tenants, key_client):
     capability_key = key_client(a.tenant, "manage_vector_stores")
     assert capability_key.get(BASE).status_code == 403
     assert key_client(a.tenant).get(BASE).status_code == 200
+
+
+def test_nul_in_name_or_description_is_a_field_error(admin_api):
+    response = admin_api.post(BASE, json={"name": "a\u0000b", "description": "x\u0000",
+                                          "config": docker_doc()})
+    assert response.status_code == 400
+    fields = {e["field"] for e in response.json["error"]["data"]["errors"]}
+    assert fields == {"name", "description"}
+
+
+def test_templates_query_lists_without_a_chosen_template(admin_api):
+    response = admin_api.post(f"{BASE}/templates/query", json={"config": {
+        "sandbox_type": "docker", "docker": {"host": "unix:///tmp/sandlot-no-engine.sock"}}})
+    assert response.status_code == 503  # reached the (absent) engine: the doc was accepted
+    assert response.json["error"]["code"] == "unavailable"
+
+
+def test_templates_query_needs_config_or_id(admin_api):
+    response = admin_api.post(f"{BASE}/templates/query", json={})
+    assert response.json["error"]["data"]["errors"][0]["field"] == "config"
+    replace = admin_api.post(f"{BASE}/templates/query",
+                             json={"config": docker_doc(), "replace_standard": True})
+    assert replace.json["error"]["data"]["errors"][0]["field"] == "config_id"
