@@ -580,6 +580,36 @@ def test_queries_from_outside_the_sandbox_subnet_are_ignored(world, sandboxes):
             sock.recv(4096)
 
 
+def test_resolver_listens_only_while_the_bridge_exists(world, sandboxes, tmp_path):
+    """A state file whose network was removed elsewhere must not keep port 53 of its
+    gateway address busy for a later network on the same subnet."""
+    from app.backends.egress.policy import EgressPolicy, SandboxNet
+
+    api = sandboxes.backend.api
+    net = SandboxNet(RUN_ID[:10], "10.214.255.240/28", "10.214.255.241", None, EgressPolicy())
+    dns.sandboxes_dir(tmp_path).mkdir()
+    (dns.sandboxes_dir(tmp_path) / f"{net.id}.json").write_text(json.dumps(net.as_dict()))
+    resolver = dns.Resolver(tmp_path)
+    try:
+        resolver.rescan()
+        assert resolver.served == {}  # no bridge yet
+        api.create_network(net.network, driver="bridge", labels={RUN_LABEL: RUN_ID},
+                           options={"com.docker.network.bridge.name": net.bridge},
+                           ipam=docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(
+                               subnet=net.subnet, gateway=net.gateway)]))
+        resolver.rescan()
+        assert list(resolver.served) == [net.id]
+        api.remove_network(net.network)
+        resolver.rescan()
+        assert resolver.served == {}
+    finally:
+        resolver.close()
+        try:
+            api.remove_network(net.network)
+        except docker.errors.NotFound:
+            pass
+
+
 # -- without an engine: the policy as enforced, the ruleset text, the resolver's choices --
 
 def test_policy_splits_allow_out_and_keeps_private_ranges_closed_unless_named():

@@ -184,6 +184,10 @@ def answer(net: SandboxNet, data: bytes) -> bytes | None:
 
 # -- serving -----------------------------------------------------------------------------
 
+def _bridge_exists(net: SandboxNet) -> bool:
+    return os.path.exists(f"/sys/class/net/{net.bridge}")
+
+
 @dataclass
 class Served:
     net: SandboxNet
@@ -208,38 +212,53 @@ class Served:
 
 
 class Resolver:
-    """Listens on every sandbox gateway named in the state directory."""
+    """Listens on the gateway of every sandbox named in the state directory whose bridge
+    exists: a state file left behind by a network removed elsewhere must not hold the
+    address's port 53 when a later network reuses the subnet."""
 
     def __init__(self, state_dir: Path, idle_exit_sec: float = IDLE_EXIT_SEC):
         self.state_dir = state_dir
         self.idle_exit_sec = idle_exit_sec
+        self.known: dict[str, SandboxNet | None] = {}  # state files read (None: unreadable)
         self.served: dict[str, Served] = {}
+        self.failing: set[str] = set()  # warned once about a failed bind
         self.selector = selectors.DefaultSelector()
         self.pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="dns")
         self.stopping = threading.Event()
 
     def rescan(self) -> None:
-        """Follow the state files: a file is written once (atomically) and removed at
-        delete, so only new names need reading."""
+        """Follow the state files (written once, atomically; removed at delete) and the
+        bridges they name."""
         present = {path.stem: path for path in sandboxes_dir(self.state_dir).glob("*.json")}
-        for net_id in [i for i in self.served if i not in present]:
-            served = self.served.pop(net_id)
-            self.selector.unregister(served.udp)
-            self.selector.unregister(served.tcp)
-            served.close()
-            log.info("sandbox %s: stopped serving %s", net_id, served.net.gateway)
+        for net_id in [i for i in self.known if i not in present]:
+            del self.known[net_id]
+            self.failing.discard(net_id)
         for net_id, path in present.items():
-            if net_id in self.served:
-                continue
-            try:
-                net = SandboxNet.from_dict(json.loads(path.read_text()))
-            except FileNotFoundError:
-                continue  # deleted since listed
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                log.warning("skipping %s: %s", path.name, exc)
-                continue
-            if net.id == net_id:
+            if net_id not in self.known:
+                self.known[net_id] = self._read(net_id, path)
+        for net_id in list(self.served):
+            net = self.known.get(net_id)
+            if net is None or not _bridge_exists(net):
+                self._stop(net_id)
+        for net_id, net in self.known.items():
+            if net is not None and net_id not in self.served and _bridge_exists(net):
                 self._serve(net)
+
+    @staticmethod
+    def _read(net_id: str, path: Path) -> SandboxNet | None:
+        try:
+            net = SandboxNet.from_dict(json.loads(path.read_text()))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("skipping %s: %s", path.name, exc)
+            return None
+        return net if net.id == net_id else None
+
+    def _stop(self, net_id: str) -> None:
+        served = self.served.pop(net_id)
+        self.selector.unregister(served.udp)
+        self.selector.unregister(served.tcp)
+        served.close()
+        log.info("sandbox %s: stopped serving %s", net_id, served.net.gateway)
 
     def _serve(self, net: SandboxNet) -> None:
         udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -249,11 +268,14 @@ class Resolver:
             tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             tcp.bind((net.gateway, 53))
             tcp.listen(64)
-        except OSError as exc:  # the bridge may not be up yet: next rescan tries again
+        except OSError as exc:  # next rescan tries again
             udp.close()
             tcp.close()
-            log.warning("sandbox %s: cannot listen on %s:53: %s", net.id, net.gateway, exc)
+            if net.id not in self.failing:
+                self.failing.add(net.id)
+                log.warning("sandbox %s: cannot listen on %s:53: %s", net.id, net.gateway, exc)
             return
+        self.failing.discard(net.id)
         udp.setblocking(False)
         tcp.setblocking(False)
         served = Served(net, udp, tcp)

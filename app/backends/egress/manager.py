@@ -303,7 +303,9 @@ class EgressManager:
     def _spawn_resolver(self) -> None:
         state_dir = self.settings.state_dir
         state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        # A long-lived process: give it no more of our environment (secrets) than it needs.
+        env = {"PATH": os.environ.get("PATH") or "/usr/sbin:/usr/bin:/sbin:/bin",
+               "PYTHONPATH": str(ROOT), "LANG": "C.UTF-8"}
         with open(dns.log_path(state_dir), "a") as output:
             subprocess.run([sys.executable, "-m", "app.backends.egress.dns", "--state-dir",
                             str(state_dir), "--detach"], cwd=ROOT, env=env,
