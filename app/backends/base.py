@@ -105,6 +105,9 @@ class SandboxInfo:
     metadata: dict[str, str]
     template: str = ""
     started_at: str | None = None
+    # Cube: the per-sandbox traffic access token, given only by create; the caller
+    # persists it with the session binding and replays it (reference 4.3). A secret.
+    traffic_token: str | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

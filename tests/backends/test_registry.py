@@ -6,7 +6,9 @@ import pytest
 
 from app.backends import registry
 from app.backends.base import Backend, Unsupported
+from app.backends.cube import CubeBackend
 from app.backends.docker import DockerBackend
+from app.backends.e2b import E2BBackend
 from app.backends.egress import manager as egress
 
 
@@ -19,10 +21,15 @@ def test_docker_type_builds_a_docker_backend_without_contacting_it():
     assert backend.provider == "docker"
 
 
-@pytest.mark.parametrize("kind", ["e2b", "cube"])
-def test_e2b_and_cube_say_they_are_not_there_yet(kind):
-    with pytest.raises(Unsupported, match="arrives with the E2B/Cube backends"):
-        registry.make_backend(kind, {})
+@pytest.mark.parametrize(("kind", "cls"), [("e2b", E2BBackend), ("cube", CubeBackend)])
+def test_e2b_and_cube_build_their_sdk_backends_without_contacting_them(kind, cls):
+    backend = registry.make_backend(kind, {"api_key": "k", "template_id": "t",
+                                           "api_url": "http://127.0.0.1:1"})
+
+    assert isinstance(backend, cls)
+    assert isinstance(backend, Backend)
+    assert backend.provider == kind
+    assert backend.capabilities == registry.capabilities_for(kind)
 
 
 def test_unknown_type_is_unsupported():
@@ -40,6 +47,7 @@ def test_capabilities_are_declared_per_type():
     assert not docker.timeout_refresh
     assert registry.capabilities_for("e2b").egress_rules
     assert registry.capabilities_for("cube").timeout_refresh
+    assert not registry.capabilities_for("e2b").volumes  # not implemented
     assert set(docker.as_dict()) == set(registry.capabilities_for("e2b").as_dict())
 
 

@@ -1,0 +1,516 @@
+"""The sandbox protocol on an E2B-compatible API, shared by the E2B and Cube backends.
+
+Control plane through the `e2b` SDK bound to one config (`E2B(...)`): list through
+its SandboxQuery paginator, kill/pause/timeout/snapshots through its Sandbox class
+methods, and the few calls whose shape differs between E2B and Cube through the
+SDK's own REST client. Data plane through the SDK's envd clients: commands via
+`commands.run`, files via `files.*`, on a Sandbox handle built from the sandbox's
+detail (its envd token and domain) without resuming it.
+
+Only sandboxes carrying `sandlot_*` metadata are ours: anything else in the account
+is invisible (get/exec/delete answer SandboxNotFound, list skips it).
+
+Rights: envd does file operations as root and only chowns the result to the
+requested user, so a user check runs first (as that user, through a command), as
+the Docker backend does: a sandbox user cannot make us touch what it could not
+touch itself. Relative paths are relative to /workspace (reference 9.3), and
+commands run there unless a cwd is given.
+
+What differs per provider (create and resume) lives in e2b.py and cube.py.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import posixpath
+import shlex
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+from e2b import (
+    E2B,
+    CommandExitException,
+    ConnectionConfig,
+    Sandbox,
+    SandboxNotRunningException,
+    SandboxQuery,
+    TimeoutException,
+)
+from e2b import SandboxState as SdkState
+from e2b.api import handle_api_exception
+from e2b.api.client_sync import get_api_client
+from e2b.sandbox.filesystem.filesystem import FileType
+from packaging.version import Version
+
+from app.backends import e2b_io
+from app.backends.base import (
+    LIVE_STATES,
+    METADATA_PREFIX,
+    BackendError,
+    BackendTimeout,
+    Capabilities,
+    ExecResult,
+    FileEntry,
+    SandboxInfo,
+    SandboxNotFound,
+    SandboxPathNotFound,
+    SandboxSpec,
+    SandboxState,
+    TemplateInfo,
+)
+from app.backends.e2b_io import ENVD_PORT, E2BSettings
+
+WORKDIR = "/workspace"
+DENY_ALL = "0.0.0.0/0"
+SNAPSHOT_NAME_MAX = 128
+LIST_PAGE = 100
+MAX_PAGES = 50
+
+STATES = {
+    "running": SandboxState.running,
+    "paused": SandboxState.paused,
+    "pausing": SandboxState.transitioning,
+    "resuming": SandboxState.transitioning,
+    "creating": SandboxState.transitioning,
+    "killing": SandboxState.terminal,
+    "killed": SandboxState.terminal,
+}
+
+# Checks run as the requesting user before envd (root) acts; "$1"/"$2" are paths.
+# Exit 3 means "no such path".
+PREPARE_WRITE = r"""
+mkdir -p -- "$1" || exit 1
+[ -w "$1" ] || { echo "$1: permission denied" >&2; exit 1; }
+[ ! -d "$2" ] || { echo "$2: is a directory" >&2; exit 1; }
+[ ! -e "$2" ] || [ -w "$2" ] || { echo "$2: permission denied" >&2; exit 1; }
+"""
+CHECK_READ = r"""
+[ -e "$1" ] || exit 3
+[ ! -d "$1" ] || { echo "$1: is a directory" >&2; exit 1; }
+[ -r "$1" ] || { echo "$1: permission denied" >&2; exit 1; }
+"""
+CHECK_LIST = r"""
+[ -e "$1" ] || exit 3
+[ -d "$1" ] || { echo "$1: not a directory" >&2; exit 1; }
+[ -r "$1" ] && [ -x "$1" ] || { echo "$1: permission denied" >&2; exit 1; }
+"""
+
+
+def abs_path(path: str) -> str:
+    if not path or "\0" in path:
+        raise BackendError("invalid path")
+    return posixpath.normpath(posixpath.join(WORKDIR, path))
+
+
+def canonical_deny_out(entries: tuple[str, ...]) -> list[str]:
+    """Every IPv4 /0 becomes exactly 0.0.0.0/0, which providers string-match
+    (reference 4.2); duplicates go, order stays."""
+    out: list[str] = []
+    for entry in entries:
+        try:
+            network = ipaddress.ip_network(entry.strip(), strict=False)
+            if network.version == 4 and network.prefixlen == 0:
+                entry = DENY_ALL
+        except ValueError:
+            pass
+        if entry not in out:
+            out.append(entry)
+    return out
+
+
+def _ours(metadata: dict[str, str] | None) -> bool:
+    return any(key.startswith(METADATA_PREFIX) for key in (metadata or {}))
+
+
+def _iso(value: Any) -> str | None:
+    """ISO 8601 in UTC, however the provider spelled it."""
+    if isinstance(value, str) and value:
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            return value
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat() if value.tzinfo else value.isoformat()
+    return None
+
+
+@dataclass(frozen=True)
+class Remote:
+    """What the control plane says about one sandbox (GET /sandboxes/{id})."""
+
+    id: str
+    state: SandboxState
+    metadata: dict[str, str]
+    template: str
+    started_at: str | None
+    envd_version: str
+    envd_token: str | None
+    domain: str | None
+
+    def info(self) -> SandboxInfo:
+        return SandboxInfo(id=self.id, state=self.state, metadata=dict(self.metadata),
+                           template=self.template, started_at=self.started_at)
+
+
+class E2BCompatible:
+    """The protocol over one E2B-compatible account; subclasses create and resume."""
+
+    provider = "e2b"
+    ttl_key = "e2b_sandbox_ttl_seconds"
+    default_ttl = 300
+    # Reconnect via connect, metadata and list, pause on timeout with auto-resume,
+    # timeout refresh, envd filesystem, snapshots that boot as templates, a template
+    # catalog, and egress rules the provider enforces. Volumes are not implemented.
+    capabilities = Capabilities(reconnect=True, metadata=True, list=True, pause_resume=True,
+                                timeout_refresh=True, filesystem=True, snapshots=True,
+                                volumes=False, templates=True, egress_rules=True)
+
+    def __init__(self, settings: dict[str, Any]):
+        self.settings = E2BSettings.from_dict(self.provider, settings, self.ttl_key,
+                                              self.default_ttl)
+        self._sdk: E2B | None = None
+        self._api: Any = None
+        self._params: dict[str, Any] = {}
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def _errors(self, what: str, secrets: tuple[str, ...] = ()):
+        return e2b_io.errors(self.settings, what, secrets)
+
+    def _api_key(self) -> str:
+        if not self.settings.api_key:
+            raise BackendError(f"{self.provider} backend requires api_key")
+        return self.settings.api_key
+
+    @property
+    def sdk(self) -> E2B:
+        """The per-config SDK client (first use checks the endpoints)."""
+        if self._sdk is None:
+            self.settings.check_endpoints()
+            self._params = self.settings.api_params(self._api_key())
+            self._sdk = E2B(**self._params)
+        return self._sdk
+
+    @property
+    def api(self) -> Any:
+        """The SDK's authenticated REST client, for calls whose shape differs by provider."""
+        if self._api is None:
+            self.sdk  # noqa: B018 - resolves and checks the params
+            self._api = get_api_client(ConnectionConfig(**self._params))
+        return self._api
+
+    def close(self) -> None:
+        if self._api is not None:
+            self._api.get_httpx_client().close()
+        self._api = None
+        self._sdk = None
+
+    def _raise_for(self, response: httpx.Response, what: str) -> None:
+        if response.status_code < 300:
+            return
+        if response.status_code == 404:
+            raise SandboxNotFound(f"{what}: no such sandbox")
+        with self._errors(what):
+            raise handle_api_exception(response)
+
+    def _secrets(self, spec: SandboxSpec | None = None) -> tuple[str, ...]:
+        if spec is None:
+            return ()
+        policy = spec.network
+        return (*spec.env.values(),
+                *(value for rule in policy.host_rules for value in rule.headers.values()),
+                *(item.get("secret", "") for rule in policy.cube_rules for item in rule.inject))
+
+    # -- control plane --------------------------------------------------------------------
+
+    def _remote(self, sandbox_id: str, what: str = "get sandbox") -> Remote:
+        """The sandbox's detail, if it exists and is ours."""
+        missing = SandboxNotFound(f"no such sandbox {sandbox_id[:24]!r}")
+        if not sandbox_id or any(c in sandbox_id for c in "/?#% \0"):
+            raise missing
+        with self._errors(what):
+            response = self.api.get_httpx_client().get(f"/sandboxes/{quote(sandbox_id)}")
+        if response.status_code == 404:
+            raise missing
+        self._raise_for(response, what)
+        try:
+            body = response.json()
+            remote = Remote(
+                id=str(body["sandboxID"]),
+                state=STATES.get(str(body.get("state", "")).lower(), SandboxState.unknown),
+                metadata={str(k): str(v) for k, v in (body.get("metadata") or {}).items()},
+                template=str(body.get("templateID") or ""),
+                started_at=_iso(body.get("startedAt")),
+                envd_version=str(body.get("envdVersion") or "0.0.0"),
+                envd_token=body.get("envdAccessToken") or None,
+                domain=body.get("domain") or None,
+            )
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise BackendError(f"{what}: {self.provider} returned an unreadable sandbox") from None
+        if not _ours(remote.metadata):
+            raise missing
+        return remote
+
+    def health(self) -> None:
+        """A cheap authenticated call: one page of at most one of our sandboxes."""
+        with self._errors("list sandboxes"):
+            self.sdk.Sandbox.list(query=SandboxQuery(metadata={"sandlot_health": "probe"}),
+                                  limit=1).next_items()
+
+    def get(self, sandbox_id: str) -> SandboxInfo:
+        return self._remote(sandbox_id).info()
+
+    def list(self, metadata: dict[str, str],
+             states: frozenset[SandboxState] = LIVE_STATES) -> list[SandboxInfo]:
+        """Our sandboxes whose metadata includes every pair given, in `states`."""
+        wanted = [sdk for ours, sdk in ((SandboxState.running, SdkState.RUNNING),
+                                        (SandboxState.paused, SdkState.PAUSED)) if ours in states]
+        if not wanted:
+            return []  # the API lists only running and paused sandboxes
+        found: list[SandboxInfo] = []
+        with self._errors("list sandboxes"):
+            pages = self.sdk.Sandbox.list(query=SandboxQuery(metadata=dict(metadata) or None,
+                                                             state=wanted), limit=LIST_PAGE)
+            for _ in range(MAX_PAGES):
+                if not pages.has_next:
+                    break
+                for item in pages.next_items():
+                    state = STATES.get(getattr(item.state, "value", str(item.state)),
+                                       SandboxState.unknown)
+                    found.append(SandboxInfo(id=item.sandbox_id, state=state,
+                                             metadata=dict(item.metadata or {}),
+                                             template=item.template_id or "",
+                                             started_at=_iso(item.started_at)))
+        return [info for info in found if _ours(info.metadata) and info.state in states
+                and all(info.metadata.get(k) == v for k, v in metadata.items())]
+
+    def create(self, spec: SandboxSpec) -> SandboxInfo:
+        if not _ours(spec.metadata):
+            raise BackendError("sandbox metadata needs sandlot_* keys")
+        template = spec.template or self.settings.template_id
+        if not template:
+            raise BackendError(f"{self.provider} backend requires template_id")
+        sandbox_id = self._create(spec, template)
+        return self.get(sandbox_id)
+
+    def _create(self, spec: SandboxSpec, template: str) -> str:
+        raise NotImplementedError
+
+    def connect(self, sandbox_id: str) -> SandboxInfo:
+        """Resume a paused sandbox (the provider's connect) and return it running."""
+        remote = self._remote(sandbox_id, "resume sandbox")
+        if remote.state is SandboxState.terminal:
+            raise SandboxNotFound("sandbox is gone")
+        self._resume(remote.id)
+        return self.get(remote.id)
+
+    def _resume(self, sandbox_id: str) -> None:
+        raise NotImplementedError
+
+    def pause(self, sandbox_id: str) -> None:
+        """Pause (snapshot and stop) a running sandbox; already paused is a no-op."""
+        remote = self._remote(sandbox_id, "pause sandbox")
+        if remote.state is SandboxState.paused:
+            return
+        with self._errors("pause sandbox"):
+            self.sdk.Sandbox.pause(remote.id)
+
+    def set_timeout(self, sandbox_id: str, seconds: int) -> None:
+        """Refresh the idle TTL (capabilities.timeout_refresh)."""
+        remote = self._remote(sandbox_id, "set timeout")
+        with self._errors("set timeout"):
+            self.sdk.Sandbox.set_timeout(remote.id, int(seconds))
+
+    def delete(self, sandbox_id: str) -> None:
+        """Kill the sandbox; one that is already gone is success."""
+        try:
+            remote = self._remote(sandbox_id, "delete sandbox")
+        except SandboxNotFound:
+            return
+        with self._errors("delete sandbox"):
+            self.sdk.Sandbox.kill(remote.id)
+        self._forget(remote.id)
+
+    def _forget(self, sandbox_id: str) -> None:
+        """Drop anything remembered about a sandbox (Cube's traffic token)."""
+
+    # -- data plane -----------------------------------------------------------------------
+
+    def _data_plane_headers(self, remote: Remote) -> dict[str, str]:
+        headers = {"E2b-Sandbox-Id": remote.id, "E2b-Sandbox-Port": str(ENVD_PORT)}
+        if remote.envd_token:
+            headers["X-Access-Token"] = remote.envd_token
+        if self.settings.proxy_url:
+            # The gateway routes by authority, as CubeProxy and E2B's edge do.
+            domain = remote.domain or self.settings.domain
+            headers["Host"] = f"{ENVD_PORT}-{remote.id}.{domain}"
+        return headers
+
+    def _handle(self, sandbox_id: str) -> tuple[Sandbox, tuple[str, ...]]:
+        """An SDK handle on a running sandbox (paused ones are refused, not resumed),
+        and the secrets its requests carry."""
+        remote = self._remote(sandbox_id)
+        if remote.state is SandboxState.paused:
+            raise BackendError("sandbox is paused; resume it with connect()")
+        if remote.state is not SandboxState.running:
+            raise BackendError(f"sandbox is not running ({remote.state.value})")
+        headers = self._data_plane_headers(remote)
+        config = ConnectionConfig(extra_sandbox_headers=headers, **self._params)
+        try:
+            version = Version(remote.envd_version)
+        except ValueError:
+            version = Version("0.0.0")
+        handle = self.sdk.Sandbox(sandbox_id=remote.id, sandbox_domain=remote.domain,
+                                  envd_version=version, envd_access_token=remote.envd_token,
+                                  traffic_access_token=None, connection_config=config)
+        secrets = tuple(v for k, v in headers.items() if k.lower().endswith("token"))
+        return handle, secrets
+
+    def exec(self, sandbox_id: str, command: str, *, user: str | None = None,
+             cwd: str | None = None, env: dict[str, str] | None = None,
+             timeout_sec: int = 60, output_limit: int = 1 << 20) -> ExecResult:
+        """Run `command` (envd runs it with `bash -l -c`), killed after `timeout_sec`.
+
+        stdout and stderr are each kept up to `output_limit` bytes (truncated=True when
+        more was produced). At the deadline the stream ends, the process is killed
+        (SIGKILL) and the result is timed_out with exit code 137.
+        """
+        timeout_sec = timeout_sec if timeout_sec > 0 else 60
+        handle, tokens = self._handle(sandbox_id)
+        secrets = (*tokens, *(env or {}).values())
+        out, err = e2b_io.Capped(output_limit), e2b_io.Capped(output_limit)
+        clock = e2b_io.Stopwatch()
+        timed_out = False
+        with self._errors("exec", secrets):
+            command_handle = handle.commands.run(
+                command, background=True, envs=dict(env or {}) or None, user=user,
+                cwd=cwd or WORKDIR, timeout=timeout_sec, retain_output=False)
+            try:
+                exit_code = command_handle.wait(on_stdout=out.add, on_stderr=err.add).exit_code
+            except CommandExitException as exc:
+                exit_code = exc.exit_code
+            except SandboxNotRunningException:
+                raise
+            except TimeoutException:
+                timed_out = True
+                exit_code = 137
+                command_handle.kill()
+        return ExecResult(stdout=out.text(), stderr=err.text(), exit_code=exit_code,
+                          duration_ms=int(clock.elapsed * 1000), timed_out=timed_out,
+                          truncated=out.truncated or err.truncated)
+
+    def _check(self, handle: Sandbox, tokens: tuple[str, ...], script: str, *args: str,
+               user: str | None, what: str) -> None:
+        """A check script as `user`; exit 3 means "no such path"."""
+        line = " ".join(["sh", "-c", shlex.quote(script), "sh", *map(shlex.quote, args)])
+        with self._errors(what, tokens):
+            try:
+                handle.commands.run(line, user=user, cwd="/",
+                                    timeout=self.settings.http_timeout_sec)
+                return
+            except CommandExitException as exc:
+                code, detail = exc.exit_code, (exc.stderr or exc.stdout or "").strip()
+            except SandboxNotRunningException:
+                raise
+            except TimeoutException:
+                raise BackendTimeout(f"{what} did not finish in time") from None
+        if code == 3:
+            raise SandboxPathNotFound(f"{what}: {args[0]}: no such file or directory")
+        lines = detail.splitlines()
+        raise BackendError(f"{what} failed: {lines[-1] if lines else code}")
+
+    def write_file(self, sandbox_id: str, path: str, data: bytes, *,
+                   user: str | None = None) -> None:
+        full = abs_path(path)
+        parent, name = posixpath.split(full)
+        if not name:
+            raise BackendError("write_file needs a file path")
+        handle, tokens = self._handle(sandbox_id)
+        self._check(handle, tokens, PREPARE_WRITE, parent, full, user=user, what="write file")
+        with self._errors("write file", tokens):
+            handle.files.write(full, bytes(data), user=user)
+
+    def read_file(self, sandbox_id: str, path: str, *, user: str | None = None) -> bytes:
+        full = abs_path(path)
+        handle, tokens = self._handle(sandbox_id)
+        self._check(handle, tokens, CHECK_READ, full, user=user, what="read file")
+        with self._errors("read file", tokens):
+            return bytes(handle.files.read(full, format="bytes", user=user))
+
+    def list_dir(self, sandbox_id: str, path: str, *,
+                 user: str | None = None) -> list[FileEntry]:
+        full = abs_path(path)
+        handle, tokens = self._handle(sandbox_id)
+        self._check(handle, tokens, CHECK_LIST, full, user=user, what="list directory")
+        with self._errors("list directory", tokens):
+            entries = handle.files.list(full, depth=1, user=user)
+        return sorted((FileEntry(name=e.name, path=posixpath.join(full, e.name),
+                                 is_dir=e.type == FileType.DIR, size=int(e.size or 0))
+                       for e in entries), key=lambda entry: entry.name)
+
+    def make_dir(self, sandbox_id: str, path: str, *, user: str | None = None) -> None:
+        handle, tokens = self._handle(sandbox_id)
+        self._check(handle, tokens, 'mkdir -p -- "$1"', abs_path(path), user=user,
+                    what="make dir")
+
+    def remove(self, sandbox_id: str, path: str, *, user: str | None = None) -> None:
+        full = abs_path(path)
+        if full == "/":
+            raise BackendError("refusing to remove /")
+        handle, tokens = self._handle(sandbox_id)
+        self._check(handle, tokens, 'rm -rf -- "$1"', full, user=user, what="remove")
+
+    # -- snapshots and templates ----------------------------------------------------------
+
+    def create_snapshot(self, sandbox_id: str, name: str) -> str:
+        """A snapshot of the sandbox; its id boots as a template."""
+        if not name or len(name) > SNAPSHOT_NAME_MAX or any(c.isspace() for c in name):
+            raise BackendError("snapshot name must be 1-128 characters without spaces")
+        remote = self._remote(sandbox_id, "create snapshot")
+        with self._errors("create snapshot"):
+            snapshot = self.sdk.Sandbox.create_snapshot(remote.id, name=name)
+        return snapshot.snapshot_id
+
+    def delete_snapshot(self, snapshot_id: str) -> None:
+        """Delete a snapshot; not found is success."""
+        if not snapshot_id:
+            return
+        with self._errors("delete snapshot"):
+            self.sdk.Sandbox.delete_snapshot(snapshot_id)
+
+    def list_templates(self) -> list[TemplateInfo]:
+        """The account's templates (GET /templates) and its snapshots, which boot as
+        templates too."""
+        with self._errors("list templates"):
+            response = self.api.get_httpx_client().get("/templates")
+        self._raise_for(response, "list templates")
+        try:
+            rows = response.json()
+        except ValueError:
+            raise BackendError(f"list templates: {self.provider} returned no JSON") from None
+        found = {t.id: t for t in map(_template, rows if isinstance(rows, list) else []) if t}
+        with self._errors("list snapshots"):
+            pages = self.sdk.Sandbox.list_snapshots(limit=LIST_PAGE)
+            for _ in range(MAX_PAGES):
+                if not pages.has_next:
+                    break
+                for snap in pages.next_items():
+                    name = snap.names[0] if snap.names else snap.snapshot_id
+                    found.setdefault(snap.snapshot_id, TemplateInfo(
+                        id=snap.snapshot_id, name=name, status="ready"))
+        return sorted(found.values(), key=lambda t: t.id)
+
+
+def _template(row: Any) -> TemplateInfo | None:
+    """One catalog row, read leniently: E2B and Cube spell names and status differently."""
+    if not isinstance(row, dict) or not row.get("templateID"):
+        return None
+    names = [*(row.get("names") or ()), *(row.get("aliases") or ()), row.get("name")]
+    name = next((str(n) for n in names if n), str(row["templateID"]))
+    status = str(row.get("buildStatus") or row.get("status") or "ready").lower()
+    status = {"uploaded": "ready", "success": "ready", "running": "building",
+              "waiting": "building", "error": "failed"}.get(status, status)
+    return TemplateInfo(id=str(row["templateID"]), name=name, status=status)
