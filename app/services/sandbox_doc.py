@@ -22,7 +22,7 @@ from pydantic import (
 )
 from pydantic import ValidationError as PydanticError
 
-from app.backends.base import CubeRule, HostRule, ResolvedNetworkPolicy
+from app.backends.base import CubeRule, HostRule, ResolvedNetworkPolicy, SandboxSpec
 from app.errors import ValidationFailed
 from app.security import ssrf
 from app.security.redaction import MASK, keep_or_replace, mask
@@ -332,6 +332,28 @@ def resolve_policy(doc: dict[str, Any]) -> ResolvedNetworkPolicy:
             HostRule(r["host"].strip(), dict(r.get("headers") or {}))
             for r in network.get("e2b_host_rules") or []
         ),
+    )
+
+
+def ttl_of(doc: dict[str, Any]) -> int:
+    """The idle lifetime a sandbox of this config gets (the backend's TTL setting)."""
+    kind = doc["sandbox_type"]
+    block = doc.get(kind) or {}
+    return int(block.get("e2b_sandbox_ttl_seconds") or block.get("cube_sandbox_ttl_seconds")
+               or block.get("idle_ttl_seconds") or DEFAULT_TTL[kind])
+
+
+def spec_for(doc: dict[str, Any], metadata: dict[str, str],
+             timeout_sec: int | None = None) -> SandboxSpec:
+    """What to create for a sandbox of this config: its template, env and network policy
+    resolved now (reference 4.4), with `metadata`; sessions, installs and checks share it."""
+    kind = doc["sandbox_type"]
+    block = doc.get(kind) or {}
+    return SandboxSpec(
+        template=template_of(doc), metadata=dict(metadata),
+        env=dict(doc.get("env_vars") or {}), timeout_sec=timeout_sec or ttl_of(doc),
+        network=resolve_policy(doc), desktop=bool(doc.get("desktop_enabled")),
+        network_mode=block.get("network_mode", "bridge") if kind == "docker" else "bridge",
     )
 
 

@@ -42,7 +42,6 @@ OUTPUT_LIMIT = 256 * 1024
 COMMAND_MAX = 16 * 1024
 TIMEOUT_MAX = 600
 DEFAULT_EXEC_TIMEOUT = 60
-DEFAULT_TTL = {"cube": 1800, "e2b": 300, "docker": 1800}
 
 
 @dataclass(frozen=True)
@@ -196,21 +195,11 @@ def _create_claimed(session: SandboxSession, config: SandboxConfig, backend: Bac
 
 def session_spec(session: SandboxSession, config: SandboxConfig, version: int) -> SandboxSpec:
     doc = config.config
-    kind = doc["sandbox_type"]
-    block = doc.get(kind) or {}
-    ttl = (block.get("e2b_sandbox_ttl_seconds") or block.get("cube_sandbox_ttl_seconds")
-           or block.get("idle_ttl_seconds") or DEFAULT_TTL[kind])
-    return SandboxSpec(
-        template=sandbox_doc.template_of(doc),
-        metadata={
-            "sandlot_tenant_id": str(session.tenant_id), "sandlot_session_id": session.id,
-            "sandlot_binding_version": str(version), "sandlot_provider": kind,
-            "sandlot_sandbox_config_id": config.id, "sandlot_purpose": "session",
-        },
-        env=dict(doc.get("env_vars") or {}), timeout_sec=int(ttl),
-        network=sandbox_doc.resolve_policy(doc), desktop=bool(doc.get("desktop_enabled")),
-        network_mode=block.get("network_mode", "bridge") if kind == "docker" else "bridge",
-    )
+    return sandbox_doc.spec_for(doc, {
+        "sandlot_tenant_id": str(session.tenant_id), "sandlot_session_id": session.id,
+        "sandlot_binding_version": str(version), "sandlot_provider": doc["sandbox_type"],
+        "sandlot_sandbox_config_id": config.id, "sandlot_purpose": "session",
+    })
 
 
 def pause_idle(now=None) -> int:
