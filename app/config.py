@@ -41,6 +41,10 @@ class BaseConfig:
     JOB_HEARTBEAT_SECONDS = 5
     JOB_REAP_GRACE_SECONDS = 60
     INPROCESS_WORKERS = 2
+    # Sandbox check (decisions 6): URLs the deep check fetches from inside a sandbox, in
+    # order, comma-separated; the first that answers proves egress.
+    SANDBOX_EGRESS_PROBE_URLS = _env("SANDBOX_EGRESS_PROBE_URLS",
+                                     "https://www.baidu.com,https://1.1.1.1")
     # Development only: where generated keys are kept when none are configured.
     INSTANCE_PATH = str(INSTANCE)
     GENERATE_MISSING_KEYS = False
@@ -65,6 +69,8 @@ class TestingConfig(BaseConfig):
     REDIS_URL = None
     JWT_TTL_SECONDS = 900
     PASSWORD_HASH_METHOD = "pbkdf2:sha256:1000"  # fixtures hash many passwords
+    # The sandbox's own loopback: a deep check in a test never probes beyond the machine.
+    SANDBOX_EGRESS_PROBE_URLS = "http://127.0.0.1:9/"
 
 
 class ProductionConfig(BaseConfig):
