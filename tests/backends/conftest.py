@@ -1,8 +1,10 @@
-"""Backend fixtures: a contract harness per provider (Docker today; the E2B/Cube fakes join
-the `harness` params later) and cleanup of everything a test run creates.
+"""Backend fixtures: a contract harness per provider (Docker on the real engine, E2B and
+Cube through the real `e2b` SDK against tests/fakes/e2b_server.py) and cleanup of
+everything a test run creates.
 
 The Docker tests use the real local engine and the real `sandlot/sandbox:base` image
-(scripts/services.sh start, scripts/sandbox-image.sh). Without them the tests skip with
+(scripts/services.sh start, scripts/sandbox-image.sh); so do the E2B/Cube fakes, whose
+sandboxes are containers of that image. Without them the tests skip with
 the reason, except under CI=true, where they fail: CI must prepare the engine itself.
 """
 
@@ -10,12 +12,13 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
+from app.backends import registry
 from app.backends.base import Backend, BackendError, SandboxInfo, SandboxSpec
 from app.backends.docker import DockerBackend
 
@@ -69,6 +72,7 @@ class Harness:
     backend: Backend
     template: str
     created: list[str] = field(default_factory=list)
+    teardown: Callable[[], None] | None = None  # stops a fake provider
 
     def metadata(self, **extra: str) -> dict[str, str]:
         return {
@@ -102,16 +106,32 @@ def _docker_harness() -> Harness:
     return Harness("docker", DockerBackend(docker_settings()), BASE_IMAGE)
 
 
-HARNESSES = {"docker": _docker_harness}
+def _fake_harness(flavor: str) -> Harness:
+    """E2B or Cube: the real SDK against a local fake of the provider's API."""
+    require_docker()
+    from tests.fakes.e2b_server import FakeE2BServer
+
+    server = FakeE2BServer(flavor, image=BASE_IMAGE, docker_host=DOCKER_HOST,
+                           run_id=f"{RUN_ID}{flavor}").start()
+    backend = registry.make_backend(flavor, server.settings())
+    return Harness(flavor, backend, server.template_id, teardown=server.stop)
+
+
+HARNESSES = {"docker": _docker_harness, "e2b": lambda: _fake_harness("e2b"),
+             "cube": lambda: _fake_harness("cube")}
 
 
 @pytest.fixture(scope="module", params=sorted(HARNESSES))
 def harness(request) -> Iterator[Harness]:
     """The provider under the contract, shared by a module; its sandboxes go at the end."""
     h = HARNESSES[request.param]()
-    yield h
-    h.cleanup()
-    h.backend.close()
+    try:
+        yield h
+        h.cleanup()
+    finally:
+        h.backend.close()
+        if h.teardown:
+            h.teardown()
 
 
 @pytest.fixture(scope="module")
@@ -148,6 +168,9 @@ def _remove_test_containers() -> Iterator[None]:
     with api:
         for label in (RUN_LABEL, FOREIGN_LABEL):
             for row in api.containers(all=True, filters={"label": f"{label}={RUN_ID}"}):
+                api.remove_container(row["Id"], force=True, v=True)
+        for row in api.containers(all=True, filters={"label": "sandlot_fake_e2b"}):
+            if (row.get("Labels") or {}).get("sandlot_fake_e2b", "").startswith(RUN_ID):
                 api.remove_container(row["Id"], force=True, v=True)
         for image in api.images(name="sandlot/snapshot"):
             for tag in image.get("RepoTags") or ():
