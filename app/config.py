@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -12,6 +13,17 @@ INSTANCE = ROOT / "instance"
 def _env(name: str, default: str | None = None) -> str | None:
     value = os.environ.get(name)
     return value if value not in (None, "") else default
+
+
+def _int(name: str, default: int) -> int:
+    try:
+        return int(_env(name, str(default)) or default)
+    except ValueError:
+        return default
+
+
+def _flag(name: str, default: bool = False) -> bool:
+    return (_env(name, "true" if default else "false") or "").lower() in ("1", "true", "yes", "on")
 
 
 def _split_keys(raw: str | None) -> list[str]:
@@ -48,6 +60,29 @@ class BaseConfig:
     # Development only: where generated keys are kept when none are configured.
     INSTANCE_PATH = str(INSTANCE)
     GENERATE_MISSING_KEYS = False
+    # Skill bundles (reference 6.3): the effective limit is MAX_SKILL_BUNDLE_SIZE_MB raised to
+    # at least MAX_FILE_SIZE_MB and capped at 512 (services.skill_bundles.max_bundle_mb).
+    MAX_FILE_SIZE_MB = _int("MAX_FILE_SIZE_MB", 50)
+    MAX_SKILL_BUNDLE_SIZE_MB = _int("MAX_SKILL_BUNDLE_SIZE_MB", 256)
+    # Where validated bundles live: a directory (default), or s3://bucket/prefix?endpoint=...
+    SKILL_BUNDLE_DIR = _env("SKILL_BUNDLE_DIR", str(INSTANCE / "bundles"))
+    SKILL_BUNDLE_STORE = _env("SKILL_BUNDLE_STORE", "")
+    # Skill sources (reference 6.2). Every registry base URL is a setting, so tests and
+    # air-gapped installs can point them at their own servers.
+    CLAWHUB_URL = _env("CLAWHUB_URL", "https://clawhub.ai")
+    SKILLHUB_URL = _env("SKILLHUB_URL", "https://skillhub.cn")
+    SKILLHUB_API_URL = _env("SKILLHUB_API_URL", "https://api.skillhub.cn")
+    SKILLS_SH_URL = _env("SKILLS_SH_URL", "https://skills.sh")
+    GITHUB_URL = _env("GITHUB_URL", "https://github.com")
+    GITHUB_CODELOAD_URL = _env("GITHUB_CODELOAD_URL", "https://codeload.github.com")
+    GITHUB_API_URL = _env("GITHUB_API_URL", "https://api.github.com")
+    GITLAB_URL = _env("GITLAB_URL", "https://gitlab.com")
+    SKILL_SOURCES_USER_AGENT = "Sandlot-SkillInstaller (compatible; WeKnora-SkillInstaller)"
+    SKILL_SOURCES_TIMEOUT_SECONDS = 300
+    # Lifts the SSRF guard for skill sources. Tests only; never on by default.
+    SKILL_SOURCES_ALLOW_PRIVATE = _flag("SKILL_SOURCES_ALLOW_PRIVATE")
+    # True: resolve only IP literals and localhost, never ask DNS (tests: no lookup leaves).
+    SKILL_SOURCES_OFFLINE = False
 
     @classmethod
     def validate(cls, cfg: dict) -> None:
@@ -71,6 +106,13 @@ class TestingConfig(BaseConfig):
     PASSWORD_HASH_METHOD = "pbkdf2:sha256:1000"  # fixtures hash many passwords
     # The sandbox's own loopback: a deep check in a test never probes beyond the machine.
     SANDBOX_EGRESS_PROBE_URLS = "http://127.0.0.1:9/"
+    # No test traffic leaves the machine: registries on a closed loopback port, no DNS.
+    SKILL_BUNDLE_DIR = str(Path(tempfile.gettempdir()) / f"sandlot-test-bundles-{os.getpid()}")
+    SKILL_BUNDLE_STORE = ""
+    CLAWHUB_URL = SKILLHUB_URL = SKILLHUB_API_URL = SKILLS_SH_URL = "http://127.0.0.1:9"
+    GITHUB_URL = GITHUB_CODELOAD_URL = GITHUB_API_URL = GITLAB_URL = "http://127.0.0.1:9"
+    SKILL_SOURCES_ALLOW_PRIVATE = False
+    SKILL_SOURCES_OFFLINE = True
 
 
 class ProductionConfig(BaseConfig):
