@@ -1,0 +1,467 @@
+"""Skill bundle validation and normalisation (reference 6.3-6.4).
+
+Input is an archive on a file object (zip, tar, tar.gz, or a single SKILL.md); output is a
+`Bundle`: the skill's metadata and a deterministic zip (sorted entries, fixed timestamps
+and permissions, the skill directory at its root) in a temp file, whose SHA-256 is the
+bundle's identity. The same skill files always give the same bytes and the same SHA.
+
+Nothing is inflated before it is judged: the zip central directory (entry count, declared
+sizes, compression ratio) is checked first, and every entry is then copied in bounded
+chunks with its actual bytes counted against what it declared. Tar members are listed
+from their headers over a size-capped stream; gzip is decompressed under the same cap.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import struct
+import tempfile
+import zipfile
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import IO
+
+from app.errors import PayloadTooLarge
+from app.services.skill_manifest import BundleInvalid, SkillMeta, invalid, parse_skill_md
+
+__all__ = ["BoundedSpool", "Bundle", "BundleInvalid", "BundleTooLarge", "max_bundle_mb",
+           "normalize", "sniff"]
+
+MiB = 1024 * 1024
+MAX_ENTRIES = 100_000  # entries in the raw archive (a repository zip holds more than the skill)
+MAX_FILES = 20_000  # files kept as the skill itself
+MAX_FILE_BYTES = 32 * MiB
+MAX_TOTAL_BYTES = 512 * MiB
+MAX_RATIO = 200  # declared size / compressed size, judged for entries above RATIO_FLOOR
+RATIO_FLOOR = 1 * MiB
+SKILL_MD_MAX = 1 * MiB
+MAX_HEADER_READ = 16 * MiB  # a tar header (pax) read larger than this is refused
+CHUNK = 256 * 1024
+FIXED_TIME = (1980, 1, 1, 0, 0, 0)
+FILE_MODE = 0o100644 << 16
+IGNORED_UPLOAD_PREFIXES = ("__MACOSX/",)  # Finder's AppleDouble copies, not skill files
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+class BundleTooLarge(PayloadTooLarge):
+    def __init__(self, limit_mb: int):
+        super().__init__(f"skill bundle cannot exceed {limit_mb} MB")
+        self.limit_mb = limit_mb
+
+
+def max_bundle_mb(config) -> int:
+    """MAX_SKILL_BUNDLE_SIZE_MB (default 256), raised to MAX_FILE_SIZE_MB, capped at 512."""
+    wanted = _positive(config.get("MAX_SKILL_BUNDLE_SIZE_MB"), 256)
+    floor = _positive(config.get("MAX_FILE_SIZE_MB"), 50)
+    return min(max(wanted, floor), 512)
+
+
+def _positive(value, default: int) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return default
+    return number if number > 0 else default
+
+
+class BoundedSpool:
+    """A spooled temp file that refuses (BundleTooLarge) to grow past `limit` bytes.
+
+    Uploads stream into it chunk by chunk, so an oversize body is refused after reading at
+    most `limit` bytes of it, and never more than `memory` bytes of it sit in memory.
+    """
+
+    def __init__(self, limit: int, limit_mb: int, memory: int = MiB):
+        self.file = tempfile.SpooledTemporaryFile(max_size=memory)  # noqa: SIM115 (closed by owner)
+        self.limit, self.limit_mb, self.size = limit, limit_mb, 0
+
+    def write(self, data: bytes) -> int:
+        if self.size + len(data) > self.limit:
+            raise BundleTooLarge(self.limit_mb)
+        self.size += len(data)
+        return self.file.write(data)
+
+    def fill(self, stream: IO[bytes], chunk: int = 64 * 1024) -> BoundedSpool:
+        while data := stream.read(chunk):
+            self.write(data)
+        self.file.seek(0)
+        return self
+
+    def __getattr__(self, name: str):  # read, seek, tell, close, ... of the spool
+        return getattr(self.file, name)
+
+
+@dataclass
+class Bundle:
+    meta: SkillMeta
+    sha256: str
+    size: int
+    files: list[tuple[str, int]]
+    archive: IO[bytes] = field(repr=False)
+
+    def close(self) -> None:
+        self.archive.close()
+
+
+@dataclass
+class Member:
+    path: str  # cleaned relative path
+    kind: str  # file | dir | symlink | other
+    size: int
+    packed: int | None  # compressed size (zip only)
+    encrypted: bool
+    open: Callable[[], IO[bytes]] = field(repr=False)
+
+
+# ---------------------------------------------------------------- entry points
+
+def sniff(head: bytes) -> str | None:
+    """zip, gzip, tar, markdown, or None, from an archive's first bytes."""
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        return "zip"
+    if head.startswith(b"\x1f\x8b"):
+        return "gzip"
+    if head[257:262] == b"ustar":
+        return "tar"
+    text = head.lstrip(b"\xef\xbb\xbf").lstrip()
+    if text.startswith(b"---"):
+        return "markdown"
+    return None
+
+
+def normalize(source: IO[bytes], *, kind: str, subdir: str = "", remote: bool = False) -> Bundle:
+    """Validate `source` (a `sniff` kind) and re-pack it as the deterministic skill zip.
+
+    Uploads (`remote=False`) must hold SKILL.md at the root or in one top-level folder and
+    nothing else beside it; remote archives may nest the skill deeper (or name it by
+    `subdir`) and carry other files, which are dropped.
+    """
+    if kind == "markdown":
+        raw = _read_capped(source, SKILL_MD_MAX, "SKILL.md")
+        return _pack({"SKILL.md": (len(raw), lambda: _BytesReader(raw))}, parse_skill_md(raw))
+    with tempfile.TemporaryDirectory(prefix="sandlot-bundle-") as scratch:
+        if kind == "zip":
+            members, archive = _zip_members(source), None
+        elif kind in ("tar", "gzip"):
+            archive = _tar_source(source, kind, scratch)
+            members = _tar_members(archive)
+        else:
+            raise invalid("it is not a zip, tar or tar.gz archive")
+        try:
+            kept = _select(members, subdir, remote)
+            skill_md = kept["SKILL.md"]
+            meta = parse_skill_md(_read_member(skill_md, "SKILL.md", SKILL_MD_MAX))
+            return _pack({rel: (m.size, m.open) for rel, m in kept.items()}, meta)
+        finally:
+            if archive is not None:
+                archive.close()
+
+
+# ---------------------------------------------------------------- zip
+
+def _zip_members(source: IO[bytes]) -> list[Member]:
+    declared = _declared_zip_entries(source)
+    if declared > MAX_ENTRIES:
+        raise invalid(f"the archive has more than {MAX_ENTRIES} entries")
+    source.seek(0)
+    try:
+        archive = zipfile.ZipFile(source)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as exc:
+        raise invalid(f"it is not a readable zip archive ({_short(exc)})") from None
+    infos = archive.infolist()
+    if len(infos) > MAX_ENTRIES:
+        raise invalid(f"the archive has more than {MAX_ENTRIES} entries")
+    members = []
+    for info in infos:
+        mode = info.external_attr >> 16
+        kind = ("dir" if info.is_dir() else "symlink" if (mode & 0o170000) == 0o120000
+                else "file")
+        members.append(Member(_clean(info.filename), kind, info.file_size, info.compress_size,
+                              bool(info.flag_bits & 0x1),
+                              lambda info=info: archive.open(info)))
+    return members
+
+
+def _declared_zip_entries(source: IO[bytes]) -> int:
+    """The entry count the end-of-central-directory record claims, read before zipfile
+    builds an object per entry (a forged count must not cost memory)."""
+    source.seek(0, 2)
+    size = source.tell()
+    tail_size = min(size, 22 + 65535 + 20)
+    source.seek(size - tail_size)
+    tail = source.read(tail_size)
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) < at + 22:
+        raise invalid("it is not a readable zip archive (no end of central directory)")
+    total = struct.unpack("<H", tail[at + 10:at + 12])[0]
+    locator = tail[at - 20:at] if at >= 20 else b""
+    if total == 0xFFFF and locator.startswith(b"PK\x06\x07"):
+        offset = struct.unpack("<Q", locator[8:16])[0]
+        source.seek(offset)
+        record = source.read(56)
+        if record.startswith(b"PK\x06\x06") and len(record) == 56:
+            total = struct.unpack("<Q", record[32:40])[0]
+    return total
+
+
+# ---------------------------------------------------------------- tar
+
+class _CappedReader:
+    """A seekable file whose single reads may not exceed MAX_HEADER_READ (pax header bombs)."""
+
+    def __init__(self, file: IO[bytes]):
+        self.file = file
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size < 0 or size > MAX_HEADER_READ:
+            raise invalid("a tar header is larger than allowed")
+        return self.file.read(size)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self.file.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self.file.tell()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _tar_source(source: IO[bytes], kind: str, scratch: str) -> _CappedReader:
+    """A seekable, uncompressed tar: gzip is inflated under the total-size cap first."""
+    source.seek(0)
+    if kind == "tar":
+        return _CappedReader(source)
+    plain = tempfile.TemporaryFile(dir=scratch)  # noqa: SIM115 (closed by the caller)
+    cap = MAX_TOTAL_BYTES + 64 * MiB  # headers and padding on top of the content cap
+    inflated = 0
+    try:
+        with gzip.GzipFile(fileobj=source, mode="rb") as unzipped:
+            while chunk := unzipped.read(CHUNK):
+                inflated += len(chunk)
+                if inflated > cap:
+                    raise invalid("the archive unpacks to more than 512 MiB")
+                plain.write(chunk)
+    except (OSError, EOFError, zlib.error) as exc:
+        plain.close()
+        raise invalid(f"it is not a readable gzip stream ({_short(exc)})") from None
+    except BaseException:
+        plain.close()
+        raise
+    plain.seek(0)
+    return _CappedReader(plain)
+
+
+def _tar_members(source: _CappedReader) -> list[Member]:
+    import tarfile
+
+    try:
+        archive = tarfile.open(fileobj=source, mode="r:")  # noqa: SIM115 (lives with source)
+        members, total = [], 0
+        while (info := archive.next()) is not None:
+            if len(members) >= MAX_ENTRIES:
+                raise invalid(f"the archive has more than {MAX_ENTRIES} entries")
+            total += max(info.size, 0)
+            if total > MAX_TOTAL_BYTES:
+                raise invalid("the archive unpacks to more than 512 MiB")
+            kind = ("file" if info.isreg() else "dir" if info.isdir()
+                    else "symlink" if info.issym() or info.islnk() else "other")
+            members.append(Member(_clean(info.name), kind, info.size, None, False,
+                                  lambda info=info: archive.extractfile(info)))
+    except tarfile.TarError as exc:
+        raise invalid(f"it is not a readable tar archive ({_short(exc)})") from None
+    return members
+
+
+# ---------------------------------------------------------------- selection
+
+def _clean(name: str) -> str:
+    """The entry's relative path; traversal and absolute paths are refused for every entry."""
+    if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
+        raise invalid(f"entry {_quote(name)} is an absolute path")
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise invalid(f"entry {_quote(name)} escapes the archive root (..)")
+    return "/".join(parts)
+
+
+def _select(members: list[Member], subdir: str, remote: bool) -> dict[str, Member]:
+    """The skill's files by path relative to the directory that holds its SKILL.md."""
+    if not remote:
+        members = [m for m in members if not m.path.startswith(IGNORED_UPLOAD_PREFIXES)
+                   and m.path + "/" not in IGNORED_UPLOAD_PREFIXES]
+    root = _skill_root([m.path for m in members if m.kind != "dir" and m.path],
+                       _clean(subdir.strip()) if subdir else "", remote)
+    prefix = f"{root}/" if root else ""
+    kept: dict[str, Member] = {}
+    total = 0
+    for member in members:
+        if member.kind == "dir" or not member.path:
+            continue
+        if not member.path.startswith(prefix):
+            if remote:
+                continue
+            raise invalid(f"entry {_quote(member.path)} is outside the skill folder "
+                          f"{root!r}; put everything in one folder, or at the root")
+        rel = member.path[len(prefix):]
+        _check_kept(member, rel)
+        if rel in kept:
+            raise invalid(f"entry {_quote(rel)} appears more than once")
+        kept[rel] = member
+        total += member.size
+        if len(kept) > MAX_FILES:
+            raise invalid(f"the skill holds more than {MAX_FILES} files")
+        if total > MAX_TOTAL_BYTES:
+            raise invalid("the skill's files add up to more than 512 MiB")
+    return kept
+
+
+def _skill_root(paths: list[str], subdir: str, remote: bool) -> str:
+    if not subdir and "SKILL.md" in paths:
+        return ""  # a SKILL.md at the root is the skill; nested ones are just its files
+    roots, deeper = set(), []
+    for path in paths:
+        if path.rsplit("/", 1)[-1] != "SKILL.md" or "/" not in path:
+            continue
+        directory = path.rsplit("/", 1)[0]
+        if subdir:
+            if directory == subdir or directory.endswith(f"/{subdir}"):
+                roots.add(directory)
+        elif remote or "/" not in directory:
+            roots.add(directory)
+        else:
+            deeper.append(directory)
+    if len(roots) > 1:
+        shown = ", ".join(sorted(roots)[:5])
+        raise invalid(f"the archive holds more than one skill ({shown}); "
+                      "name one folder with a URL path, or upload one skill at a time")
+    if not roots:
+        if subdir:
+            raise invalid(f"no SKILL.md under {subdir!r}")
+        if deeper:
+            raise invalid("SKILL.md must be at the archive root or inside one top-level "
+                          f"folder (found it in {sorted(deeper)[0]!r})")
+        raise invalid("no SKILL.md found")
+    return roots.pop()
+
+
+def _check_kept(member: Member, rel: str) -> None:
+    name = _quote(rel)
+    if member.kind == "symlink":
+        raise invalid(f"entry {name} is a symlink; bundles may hold regular files only")
+    if member.kind != "file":
+        raise invalid(f"entry {name} is not a regular file")
+    if CONTROL.search(rel):
+        raise invalid(f"entry {name} has a control character in its name")
+    if "\\" in rel:
+        raise invalid(f"entry {name} has a backslash in its name")
+    if member.encrypted:
+        raise invalid(f"entry {name} is encrypted")
+    if member.size > MAX_FILE_BYTES:
+        raise invalid(f"entry {name} is larger than 32 MiB")
+    if member.packed is not None and member.size > RATIO_FLOOR and (
+            member.packed <= 0 or member.size / member.packed > MAX_RATIO):
+        raise invalid(f"entry {name} is compressed more than {MAX_RATIO}:1; refusing what "
+                      "looks like a zip bomb")
+
+
+# ---------------------------------------------------------------- output
+
+def _pack(files: dict[str, tuple[int, Callable[[], IO[bytes]]]], meta: SkillMeta) -> Bundle:
+    """The deterministic zip: sorted entries, fixed time and mode, each copy bounded."""
+    out = tempfile.TemporaryFile()  # noqa: SIM115 (owned by the Bundle)
+    listing = []
+    try:
+        with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as target:
+            for rel in sorted(files):
+                declared, opener = files[rel]
+                info = zipfile.ZipInfo(rel, date_time=FIXED_TIME)
+                info.compress_type, info.create_system = zipfile.ZIP_DEFLATED, 3
+                info.external_attr, info.file_size = FILE_MODE, declared
+                with _opened(opener, rel) as src, target.open(info, "w") as dst:
+                    listing.append((rel, _copy_bounded(src, dst, min(declared, MAX_FILE_BYTES),
+                                                       rel)))
+        sha, size = _digest(out)
+    except BaseException:
+        out.close()
+        raise
+    return Bundle(meta, sha, size, listing, out)
+
+
+def _opened(opener: Callable[[], IO[bytes]], rel: str):
+    try:
+        handle = opener()
+    except (zipfile.BadZipFile, OSError, NotImplementedError, RuntimeError, EOFError) as exc:
+        raise invalid(f"entry {_quote(rel)} cannot be read ({_short(exc)})") from None
+    if handle is None:
+        raise invalid(f"entry {_quote(rel)} cannot be read")
+    return handle
+
+
+def _copy_bounded(src: IO[bytes], dst: IO[bytes], limit: int, rel: str) -> int:
+    copied = 0
+    try:
+        while chunk := src.read(CHUNK):
+            copied += len(chunk)
+            if copied > limit:
+                raise invalid(f"entry {_quote(rel)} holds more bytes than it declares")
+            dst.write(chunk)
+    except (zipfile.BadZipFile, EOFError, zlib.error, OSError) as exc:
+        raise invalid(f"entry {_quote(rel)} is damaged ({_short(exc)})") from None
+    return copied
+
+
+def _digest(file: IO[bytes]) -> tuple[str, int]:
+    import hashlib
+
+    file.seek(0)
+    digest, size = hashlib.sha256(), 0
+    while chunk := file.read(CHUNK * 4):
+        digest.update(chunk)
+        size += len(chunk)
+    file.seek(0)
+    return digest.hexdigest(), size
+
+
+def _read_member(member: Member, what: str, limit: int) -> bytes:
+    if member.size > limit:
+        raise invalid(f"{what} is larger than {limit // MiB} MiB")
+    with _opened(member.open, what) as handle:
+        return _read_capped(handle, limit, what)
+
+
+def _read_capped(handle: IO[bytes], limit: int, what: str) -> bytes:
+    try:
+        data = handle.read(limit + 1)
+    except (zipfile.BadZipFile, EOFError, zlib.error, OSError) as exc:
+        raise invalid(f"{what} is damaged ({_short(exc)})") from None
+    if len(data) > limit:
+        raise invalid(f"{what} is larger than {limit // MiB} MiB")
+    return data
+
+
+class _BytesReader:
+    def __init__(self, data: bytes):
+        import io
+
+        self._io = io.BytesIO(data)
+
+    def read(self, size: int = -1) -> bytes:
+        return self._io.read(size)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._io.close()
+
+
+def _quote(name: str) -> str:
+    """A name for a message: control characters shown escaped, at most 120 characters."""
+    return repr(name[:120])
+
+
+def _short(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:120] or type(exc).__name__
