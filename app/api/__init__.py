@@ -12,4 +12,5 @@ from app.api import (  # noqa: E402,F401
     openapi,
     sandbox_configs,
     sessions,
+    skills,
 )

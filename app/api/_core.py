@@ -37,6 +37,8 @@ class Doc:
     status: int = 200
     errors: tuple[int, ...] = ()
     envelope: bool = True  # False: the body is a bare JSON object (the OpenAPI document)
+    upload: str | None = None  # also takes multipart/form-data with a file in this field
+    partial: bool = False  # `success` is false when some targets failed (a 202 fan-out)
 
 
 def doc(summary: str, **kwargs: Any) -> Callable:

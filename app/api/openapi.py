@@ -83,6 +83,10 @@ def _operation(rule, view, params, schemas) -> dict[str, Any]:
     if info.request is not None:
         op["requestBody"] = {"required": True, "content": {
             "application/json": {"schema": _schema(info.request, schemas, "validation")}}}
+        if info.upload:
+            op["requestBody"]["content"]["multipart/form-data"] = {"schema": {
+                "type": "object", "required": [info.upload],
+                "properties": {info.upload: {"type": "string", "format": "binary"}}}}
     if info.query is not None:
         op["parameters"] += _query_params(info.query)
     return op
@@ -106,7 +110,8 @@ def _success(info: Doc, schemas) -> dict[str, Any]:
         data = {"type": "array", "items": item} if info.many else item
     return {
         "type": "object", "required": ["success", "data"],
-        "properties": {"success": {"const": True}, "data": data},
+        "properties": {"success": {"type": "boolean"} if info.partial else {"const": True},
+                       "data": data},
     }
 
 

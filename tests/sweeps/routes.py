@@ -148,6 +148,22 @@ def _session_id(world: factories.TenantUsers) -> str:
     return sessions.create_session(world.tenant, world.owner, config_id, "sweep").id
 
 
+def make_catalog_skill(tenant, name: str | None = None) -> str:
+    """A catalog skill registered through the real service from a real zip (bundle stored)."""
+    import io
+
+    from app.services import skills
+    from tests.fakes import skill_archives
+
+    archive = skill_archives.make_zip(skill_archives.skill_files(
+        name or f"sweep-{uuid.uuid4().hex[:6]}"))
+    return skills.register_upload(tenant, audit.SystemActor("sweep"), io.BytesIO(archive)).id
+
+
+def _catalog_id(world: factories.TenantUsers) -> str:
+    return make_catalog_skill(world.tenant)
+
+
 # url_map parameter name -> a real row of the given tenant (its id is what goes in the URL).
 # A route with a parameter missing here fails the sweep: add a factory for it.
 PARAM_ROWS: dict[str, Callable[[factories.TenantUsers], Any]] = {
@@ -158,6 +174,7 @@ PARAM_ROWS: dict[str, Callable[[factories.TenantUsers], Any]] = {
     "tenant_id": _tenant_id,
     "config_id": _config_id,
     "session_id": _session_id,
+    "catalog_id": _catalog_id,
 }
 
 
