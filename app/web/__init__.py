@@ -12,5 +12,6 @@ from app.web import (  # noqa: E402,F401
     dashboard,
     jobs,
     members,
+    playground,
     sandboxes,
 )

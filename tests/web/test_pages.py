@@ -106,10 +106,10 @@ def test_responses_vary_on_hx_request(two_tenants, login_as):
 def test_future_sections_are_disabled_items_not_links(two_tenants, login_as):
     a, _ = two_tenants
     page = text(login_as(a.owner, a.tenant).get("/"))
-    for label in ("Skills", "Personal variables", "Playground"):
+    for label in ("Skills", "Personal variables"):
         assert f"<span>{label}</span>" in page
-    assert page.count('aria-disabled="true" title="Arrives in a later release"') == 3
-    for path in ("/skills", "/playground", "/env-vars"):
+    assert page.count('aria-disabled="true" title="Arrives in a later release"') == 2
+    for path in ("/skills", "/env-vars"):
         assert f'href="{path}' not in page
 
 
