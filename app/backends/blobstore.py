@@ -155,9 +155,10 @@ class S3BlobStore:
 
     @contextlib.contextmanager
     def open(self, key: str) -> Iterator[IO[bytes]]:
+        name = self._object(key)
         with tempfile.TemporaryFile() as local:
             try:
-                self.client.download_fileobj(self.bucket, self._object(key), local)
+                self.client.download_fileobj(self.bucket, name, local)
             except Exception as exc:
                 if _is_not_found(exc):
                     raise BlobMissing(f"no blob {key!r}") from None
@@ -177,8 +178,9 @@ class S3BlobStore:
         return True
 
     def delete(self, key: str) -> None:
+        name = self._object(key)
         try:
-            self.client.delete_object(Bucket=self.bucket, Key=self._object(key))
+            self.client.delete_object(Bucket=self.bucket, Key=name)
         except Exception as exc:
             if not _is_not_found(exc):
                 raise BlobStoreError(f"could not delete bundle: {type(exc).__name__}") from exc
