@@ -13,4 +13,5 @@ from app.api import (  # noqa: E402,F401
     sandbox_configs,
     sessions,
     skills,
+    system,
 )

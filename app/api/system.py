@@ -1,0 +1,68 @@
+"""System endpoints under /api/v1/system: the sandbox check (reference 5, guard 2.3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from app.api import bp
+from app.api._core import Out, Strict, doc, ok, parse_body, project
+from app.auth.guards import guard
+from app.errors import AppError, BadRequest, Internal
+from app.models import JobStatus, Role, SandboxConfig
+from app.services import sandbox_check
+from app.tenancy import get_or_404, principal
+
+# A little longer than the check's own budget (90 s); past it the client polls the job.
+WAIT_SEC = 95
+
+
+class SandboxCheckIn(Strict):
+    config: dict[str, Any] | None = Field(
+        default=None, description="Unsaved config document; *** or empty secrets keep the "
+        "stored ones of config_id")
+    config_id: str | None = Field(default=None, max_length=36)
+    deep: bool = Field(default=False, description="Also create a real sandbox (deleted "
+                       "afterwards), run a command in it and probe egress")
+
+
+class CheckRow(Out):
+    name: str
+    ok: bool | None = Field(description="true passed, false failed, null skipped")
+    message: str
+    reason: str = Field(description="Why a row was skipped, e.g. needs_deep_check")
+    latency_ms: int
+
+
+class SandboxCheckOut(Out):
+    job_id: str
+    status: str = Field(description="The job's status: succeeded, or running/pending when "
+                        "the check outlasted the wait (answered with 202; poll /jobs/{id})")
+    ok: bool | None = None
+    provider: str | None = None
+    deep: bool | None = None
+    checks: list[CheckRow] = Field(default_factory=list)
+    capabilities: dict[str, bool] = Field(default_factory=dict)
+
+
+@bp.post("/system/sandbox-check")
+@guard(Role.admin, api_key="manage_vector_stores")
+@doc("Check a sandbox config (stored, unsaved, or unsaved over stored): provider reachable, "
+     "credentials, template; with deep, a real sandbox, a command and egress. Runs as a job; "
+     "answers 202 with job_id if it outlasts the wait", request=SandboxCheckIn,
+     response=SandboxCheckOut, errors=(400, 404, 503))
+def sandbox_check_endpoint():
+    body = parse_body(SandboxCheckIn)
+    stored = get_or_404(SandboxConfig, body.config_id, "sandbox config") if body.config_id \
+        else None
+    who = principal()
+    job = sandbox_check.start(who.tenant_id, who.actor_id, stored, body.config, body.deep)
+    job = sandbox_check.wait(who.tenant_id, job.id, WAIT_SEC)
+    if not job.is_terminal:
+        return ok(project(SandboxCheckOut, {"job_id": job.id, "status": job.status.value}), 202)
+    if job.status != JobStatus.succeeded:
+        error: AppError = (BadRequest if job.status == JobStatus.failed else Internal)(
+            job.error or "The check did not finish.", data={"job_id": job.id})
+        raise error
+    return ok(project(SandboxCheckOut, {**job.result, "job_id": job.id, "status": "succeeded"}))

@@ -1,0 +1,116 @@
+"""The sandbox check (reference 5, decisions 6): can this config reach its provider, and,
+for a deep check, create a sandbox, run a command in it and reach the internet?
+
+`start` validates the request (unsaved form values merged over the stored config, as an
+update merges them) and enqueues a `sandbox_check` job. The job calls `run_job`, which
+reads the request back (the unsaved values travel sealed with the app's secrets key,
+never in plaintext on the row) and runs the checks (sandbox_check_run). Its result is
+the reference 5.2 response: one row per check in order, skipped rows with a reason, and
+the backend's capabilities.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from flask import current_app
+from sqlalchemy import select
+
+from app.errors import NotFound, ValidationFailed
+from app.extensions import db
+from app.models import Job, SandboxConfig
+from app.security.crypto import crypto
+from app.services import jobs, sandbox_doc
+from app.services import sandbox_probe as probe
+from app.services.sandbox_check_run import (
+    BUDGET_SEC,
+    CLEANUP_TIMEOUT_SEC,
+    Check,
+    Report,
+    Run,
+)
+
+JOB_KIND = "sandbox_check"
+JOB_TIMEOUT_SEC = BUDGET_SEC + CLEANUP_TIMEOUT_SEC + 30
+UNSAVED = "unsaved"  # sandlot_sandbox_config_id of a check sandbox for an unsaved config
+
+__all__ = ["JOB_KIND", "Check", "check", "prepare", "run_job", "start", "wait"]
+
+
+def prepare(stored: SandboxConfig | None, raw: Any, deep: bool) -> dict[str, Any]:
+    """The document to check: `raw` (unsaved form values) over the stored config, where
+    `***` or "" keeps a stored secret (reference 1.3), validated as a save validates it.
+    A shallow check needs no template yet; a deep one does."""
+    if raw is None and stored is None:
+        raise ValidationFailed.one("config", "send config, config_id or both")
+    if raw is None:  # the stored config, re-validated: it may predate a rule
+        raw = sandbox_doc.masked(stored.config)
+    merged = sandbox_doc.merge(raw, stored.config) if stored is not None else raw
+    return sandbox_doc.validate(merged, require_template=deep)
+
+
+def start(tenant_id: int, actor_id: int | None, stored: SandboxConfig | None, raw: Any,
+          deep: bool) -> Job:
+    """Validate now (a bad config is a 400, not a failed job), then enqueue the check."""
+    prepare(stored, raw, deep)
+    params = {"config_id": stored.id if stored is not None else None, "deep": bool(deep),
+              "sealed_config": seal(raw) if raw is not None else None}
+    return jobs.enqueue(JOB_KIND, tenant_id=tenant_id, actor_id=actor_id,
+                        target_type="sandbox_config" if stored is not None else None,
+                        target_id=stored.id if stored is not None else None,
+                        params=params, timeout_sec=JOB_TIMEOUT_SEC)
+
+
+def seal(raw: Any) -> str:
+    """Unsaved form values may hold typed secrets: the job row keeps them encrypted."""
+    return crypto().encrypt(json.dumps(raw))
+
+
+def unseal(token: str) -> Any:
+    return json.loads(crypto().decrypt(token))
+
+
+def wait(tenant_id: int, job_id: str, seconds: float, interval: float = 0.2) -> Job:
+    """The job row once it is terminal, or as it stands after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        db.session.rollback()  # a fresh read each time: the worker commits elsewhere
+        job = db.session.get(Job, job_id, populate_existing=True)
+        if job is None or job.tenant_id != tenant_id:
+            raise NotFound("No such job in this workspace.")
+        if job.is_terminal or time.monotonic() >= deadline:
+            return job
+        time.sleep(interval)
+
+
+def run_job(tenant_id: int, job_id: str, params: dict[str, Any],
+            report: Report | None = None) -> dict[str, Any]:
+    """What the `sandbox_check` job does with its row's params; idempotent (each run
+    creates and deletes its own sandbox)."""
+    stored = None
+    if params.get("config_id"):
+        stored = db.session.scalar(select(SandboxConfig).where(
+            SandboxConfig.id == params["config_id"], SandboxConfig.tenant_id == tenant_id,
+            SandboxConfig.deleted_at.is_(None)))
+        if stored is None:
+            raise NotFound("The sandbox config was deleted before the check ran.")
+    sealed = params.get("sealed_config")
+    deep = bool(params.get("deep"))
+    doc = prepare(stored, unseal(sealed) if sealed else None, deep)
+    db.session.rollback()  # nothing to write; hold no transaction through the check
+    metadata = {"sandlot_tenant_id": str(tenant_id),
+                "sandlot_sandbox_config_id": stored.id if stored is not None else UNSAVED,
+                "sandlot_provider": doc["sandbox_type"], "sandlot_purpose": "check",
+                "sandlot_check_id": job_id}
+    urls = probe.parse_urls(current_app.config.get("SANDBOX_EGRESS_PROBE_URLS") or "")
+    return check(doc, deep=deep, metadata=metadata, probe_urls=urls, report=report)
+
+
+def check(doc: dict[str, Any], *, deep: bool, metadata: dict[str, str],
+          probe_urls: list[str], report: Report | None = None,
+          budget_sec: float = BUDGET_SEC) -> dict[str, Any]:
+    """Run the checks of reference 5.3 on a validated document. A provider failure never
+    raises: it becomes a failed row with a human reason."""
+    return Run(doc, deep, metadata, probe_urls, report, budget_sec).result()

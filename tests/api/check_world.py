@@ -1,0 +1,147 @@
+"""A private "internet" for the sandbox check's egress probes, in a network namespace.
+
+Docker sandboxes cannot reach the host or private ranges (decisions 5), so the probe
+targets live at public-looking TEST-NET-2 addresses inside a namespace behind one veth:
+OPEN and DENIED both answer HTTP on PORT. The check sandboxes get their subnets from a
+pool of their own, and traffic from that pool is routed by a policy-routing table that
+knows only the namespace and blackholes everything else, so nothing leaves this machine
+even if enforcement were broken. The egress resolver forwards to an address in the
+namespace where nothing answers DNS: no name is ever looked up outside.
+
+Names differ from tests/backends/test_egress.py's world, so both can exist at once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from app.backends.egress import dns, manager, nft
+from tests.backends.conftest import in_ci, require_docker
+
+NETNS, VETH_HOST, VETH_NS = "sandlot-check-test", "sltc-host", "sltc-ns"
+ROUTE_TABLE, RULE_PREF = "52116", "5216"
+POOL = "10.216.0.0/16"
+HOST_IP, OPEN, DENIED, NO_DNS = "198.51.100.1", "198.51.100.10", "198.51.100.11", "198.51.100.53"
+PORT = 8080
+OPEN_URL, DENIED_URL = f"http://{OPEN}:{PORT}/", f"http://{DENIED}:{PORT}/"
+LOCK = Path("/run/lock/sandlot-check-tests.lock")
+
+SERVER = r"""
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+class Echo(BaseHTTPRequestHandler):
+    def answer(self, body):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        return body
+    def do_HEAD(self):
+        self.answer(b"")
+    def do_GET(self):
+        self.wfile.write(self.answer(self.connection.getsockname()[0].encode()))
+    def log_message(self, *args):
+        pass
+server = ThreadingHTTPServer(("0.0.0.0", int(sys.argv[1])), Echo)
+print("ready", flush=True)
+server.serve_forever()
+"""
+
+
+def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: {done.stderr.strip()}")
+    return done
+
+
+def require_world() -> None:
+    """Skip (locally) or fail (CI) unless root, ip, nft and the engine are all here."""
+    require_docker()
+    problems = []
+    if os.geteuid() != 0:
+        problems.append("not root")
+    if shutil.which("ip") is None:
+        problems.append("ip not installed")
+    if nft.available():
+        problems.append(nft.available())
+    if problems:
+        message = "the egress probe world needs " + "; ".join(problems)
+        if in_ci():
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def _teardown() -> None:
+    sh("ip", "rule", "del", "pref", RULE_PREF, check=False)
+    sh("ip", "route", "flush", "table", ROUTE_TABLE, check=False)
+    sh("ip", "link", "del", VETH_HOST, check=False)
+    sh("ip", "netns", "del", NETNS, check=False)
+
+
+@contextmanager
+def world(tmp: Path) -> Iterator[None]:
+    """The namespace, its HTTP server, the routing that confines the pool, and the egress
+    settings (own pool, own state dir, a DNS upstream that never answers)."""
+    require_world()
+    LOCK.parent.mkdir(parents=True, exist_ok=True)
+    lock = LOCK.open("a")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    server = None
+    try:
+        _teardown()  # what a killed run left behind (fixed names)
+        sh("ip", "netns", "add", NETNS)
+        sh("ip", "link", "add", VETH_HOST, "type", "veth", "peer", "name", VETH_NS)
+        sh("ip", "link", "set", VETH_NS, "netns", NETNS)
+        sh("ip", "addr", "add", f"{HOST_IP}/24", "dev", VETH_HOST)
+        sh("ip", "link", "set", VETH_HOST, "up")
+        for address in (OPEN, DENIED, NO_DNS):
+            sh("ip", "-n", NETNS, "addr", "add", f"{address}/24", "dev", VETH_NS)
+        sh("ip", "-n", NETNS, "link", "set", "lo", "up")
+        sh("ip", "-n", NETNS, "link", "set", VETH_NS, "up")
+        sh("ip", "-n", NETNS, "route", "add", "default", "via", HOST_IP)
+        sh("ip", "route", "add", "198.51.100.0/24", "dev", VETH_HOST, "table", ROUTE_TABLE)
+        sh("ip", "route", "add", "throw", POOL, "table", ROUTE_TABLE)
+        sh("ip", "route", "add", "blackhole", "default", "table", ROUTE_TABLE)
+        sh("ip", "rule", "add", "pref", RULE_PREF, "from", POOL, "lookup", ROUTE_TABLE)
+        table = sh("ip", "route", "show", "table", ROUTE_TABLE).stdout
+        assert "blackhole default" in table, table
+        server = subprocess.Popen(
+            ["ip", "netns", "exec", NETNS, sys.executable, "-c", SERVER, str(PORT)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        line = server.stdout.readline() if server.stdout else ""
+        assert line.strip() == "ready", f"probe server did not start: {line}"
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("SANDBOX_EGRESS_STATE_DIR", str(tmp))
+            patch.setenv("SANDBOX_EGRESS_SUBNETS", POOL)
+            patch.setenv("SANDBOX_DNS_UPSTREAM", NO_DNS)
+            yield
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=10)
+        _stop_resolver(tmp)
+        _teardown()
+        lock.close()
+
+
+def _stop_resolver(state_dir: Path) -> None:
+    pid_file = dns.pid_path(state_dir)
+    if not pid_file.exists():
+        return
+    try:
+        os.kill(int(pid_file.read_text()), 15)
+    except (ProcessLookupError, ValueError):
+        return
+    deadline = time.monotonic() + 10
+    while manager.resolver_running(state_dir) and time.monotonic() < deadline:
+        time.sleep(0.1)
