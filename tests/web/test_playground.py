@@ -121,6 +121,9 @@ def test_opening_a_session_shows_it_selected_with_no_sandbox_yet(two_tenants, lo
     assert session.title == "Pandas" and session.sandbox_config_id == config.id
     assert f'id="session-{session.id}" class="session-row is-selected"' in body
     assert "No sandbox yet" in body and 'id="transcript"' in body
+    # Runs append to the transcript, keep it scrolled to the end, and disable Run meanwhile.
+    assert 'hx-target="#transcript" hx-swap="beforeend scroll:#transcript:bottom"' in body
+    assert 'hx-disabled-elt="find button[type=submit]"' in body
     assert "The transcript lives in this page only" in body
 
 
