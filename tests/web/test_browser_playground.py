@@ -1,0 +1,119 @@
+"""The Playground in headless Chromium against the live server and the real Docker engine:
+a member opens a session, runs a command twice and sees the second run reuse the sandbox."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from app.errors import AppError
+from app.extensions import db
+from app.models import SandboxSession, Tenant, User
+from app.services import audit, sessions
+from app.services import sandbox_configs as service
+from tests import factories
+from tests.backends.conftest import BASE_IMAGE, require_docker
+from tests.web.test_browser import CHROMIUM, LAUNCH_ARGS, shot, sign_in
+
+pytestmark = pytest.mark.browser
+PRINT_ONE = "python3 -c 'print(1)'"
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[object]:
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (set SANDLOT_CHROMIUM)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def tab(chromium, live_server):
+    context = chromium.new_context(viewport={"width": 1280, "height": 800}, base_url=live_server)
+    page = context.new_page()
+    page.set_default_timeout(20_000)  # the first run creates a container
+    page.on("dialog", lambda dialog: dialog.accept())  # hx-confirm
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def workspace() -> Iterator[factories.TenantUsers]:
+    """A workspace with a local Docker config (no network) and one older, unused session.
+    Every session left at the end is ended through the service, so no container stays."""
+    require_docker()
+    group = factories.populate("Acme Research")
+    actor = audit.SystemActor(group.owner.email)
+    config = service.create_config(group.tenant, actor, "Local Docker", "", {
+        "sandbox_type": "docker", "docker": {"image": BASE_IMAGE, "network_mode": "none"}})
+    sessions.create_session(group.tenant, group.contributor, config.id, "Data prep")
+    yield group
+    db.session.rollback()
+    for session in db.session.scalars(select(SandboxSession)).all():
+        try:
+            sessions.delete_session(db.session.get(Tenant, session.tenant_id),
+                                    db.session.get(User, session.user_id), session)
+        except AppError:
+            db.session.rollback()
+
+
+def test_a_member_runs_a_command_twice_in_the_same_sandbox(tab, workspace):
+    sign_in(tab, workspace.contributor.email)
+    tab.get_by_role("link", name="Playground", exact=True).click()
+    tab.wait_for_url(re.compile(r"/playground$"))
+    tab.get_by_text("No session selected").wait_for()
+
+    form = tab.locator("#open-session")
+    form.get_by_label("Sandbox config").select_option(label="Local Docker · Docker")
+    form.get_by_label("Title").fill("Quick check")
+    form.get_by_role("button", name="Open session").click()
+    tab.wait_for_url(re.compile(r"/playground/[0-9a-f-]{36}$"))
+    pane = tab.locator("#session-pane")
+    pane.get_by_role("heading", name="Quick check").wait_for()
+    assert tab.locator(".session-row.is-selected").inner_text().startswith("Quick check")
+    assert "No sandbox yet" in tab.locator(".session-row.is-selected").inner_text()
+
+    pane.get_by_label("Command").fill(PRINT_ONE)
+    run = pane.get_by_role("button", name="Run")
+    run.click()
+    tab.locator("#command-form button[type=submit][disabled]").wait_for(state="attached")
+    entries = tab.locator("#transcript .run")
+    entries.first.wait_for()
+    assert run.is_enabled()
+    run.click()
+    entries.nth(1).wait_for()
+
+    first, second = entries.nth(0), entries.nth(1)
+    for entry in (first, second):
+        assert entry.locator(".run-cmd").inner_text() == PRINT_ONE
+        assert entry.locator(".run-out").inner_text() == "1"
+        assert entry.locator(".exit").inner_text() == "exit 0"
+    assert "New sandbox" in first.locator(".run-sandbox").inner_text()
+    assert "Same sandbox" in second.locator(".run-sandbox").inner_text()
+    sandbox_id = first.locator(".run-sandbox code").inner_text()
+    assert second.locator(".run-sandbox code").inner_text() == sandbox_id
+    binding = tab.locator("#session-binding")
+    assert sandbox_id in binding.inner_text() and "Reused" in binding.inner_text()
+    row = tab.locator(".session-row.is-selected")
+    assert row.locator(".session-state code").inner_text() == sandbox_id
+    assert "2 runs" in row.inner_text()
+    assert tab.locator("#transcript .terminal-hint").is_hidden()
+
+    tab.locator(".flash [data-dismiss]").click()
+    tab.locator(".flash").wait_for(state="detached")
+    tab.mouse.move(0, 0)
+    shot(tab, "playground.png")
+
+    tab.locator(".session-row", has_text="Quick check").get_by_role("button", name="End").click()
+    tab.get_by_text("Session ended; its sandbox is destroyed.").wait_for()
+    tab.get_by_text("No session selected").wait_for()
+    tab.wait_for_url(re.compile(r"/playground$"))
+    assert tab.locator(".session-row", has_text="Quick check").count() == 0
