@@ -109,7 +109,7 @@ def policy_summary(policy: dict[str, Any] | None) -> str:
 def session_view(session: SandboxSession, configs: dict[str, SandboxConfig]) -> dict[str, Any]:
     """What a list row and the header read: no secret of the config is touched."""
     config = configs.get(session.sandbox_config_id)
-    kind = config.sandbox_type if config else session.provider
+    kind = config.sandbox_type if config else (session.provider or "")
     return {
         "id": session.id, "title": session.title or f"Session {session.id[:8]}",
         "config_name": config.name if config else "Deleted config", "kind": kind,

@@ -336,3 +336,34 @@ def test_another_members_session_is_not_found(two_tenants, login_as):
     db.session.expire_all()
     assert db.session.get(SandboxSession, theirs.id) is not None
     assert db.session.get(SandboxSession, foreign.id) is not None
+
+
+def test_ending_a_session_whose_provider_is_down_keeps_it_and_says_why(two_tenants, login_as):
+    a, _ = two_tenants
+    config = make_config(a, "Old engine", {"sandbox_type": "docker", "docker": {
+        "image": BASE_IMAGE, "host": "unix:///tmp/sandlot-nonexistent.sock"}})
+    client = login_as(a.viewer, a.tenant)
+    session_id = open_session(client, config)
+    path = f"/playground/{session_id}"
+    headers = {**htmx_headers(client, path), "HX-Current-URL": f"http://localhost{path}"}
+    response = client.post(f"{path}/end", headers=headers)
+    body = text(response)
+    assert response.status_code == 503 and "HX-Replace-Url" not in response.headers
+    assert body.lstrip().startswith('<section id="session-list"')
+    assert f'id="session-{session_id}" class="session-row is-selected"' in body
+    assert 'class="flash flash-error"' in body and "The sandbox provider failed: " in body
+    assert [s.id for s in sessions.list_sessions(a.tenant, a.viewer)] == [session_id]
+
+
+def test_a_session_on_a_deleted_config_says_so(two_tenants, login_as):
+    a, _ = two_tenants
+    config = make_config(a)
+    client = login_as(a.viewer, a.tenant)
+    session_id = open_session(client, config)
+    config.deleted_at = utcnow()
+    db.session.commit()
+    page = text(client.get(f"/playground/{session_id}"))
+    assert "Deleted config" in page and "badge-None" not in page
+    response = run(client, session_id, PRINT_ONE)
+    assert response.status_code == 404
+    assert "No such sandbox config in this workspace." in entry(text(response))
