@@ -113,10 +113,10 @@ class CubeBackend(E2BCompatible):
         return dataclasses.replace(info, traffic_token=self._traffic_token(info.id))
 
     def _create(self, spec: SandboxSpec, template: str) -> str:
-        body = self.create_body(spec, template)
-        with self._errors("create sandbox", self._secrets(spec)):
+        body, secrets = self.create_body(spec, template), self._secrets(spec)
+        with self._errors("create sandbox", secrets):
             response = post_sandboxes.sync_detailed(body=body, client=self.api)
-        self._raise_for(response, "create sandbox")
+        self._raise_for(response, "create sandbox", secrets)
         sandbox = response.parsed
         sandbox_id = getattr(sandbox, "sandbox_id", None)
         if not isinstance(sandbox_id, str) or not sandbox_id:

@@ -29,7 +29,6 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
-import httpx
 from e2b import (
     E2B,
     CommandExitException,
@@ -208,12 +207,13 @@ class E2BCompatible:
         self._api = None
         self._sdk = None
 
-    def _raise_for(self, response: httpx.Response, what: str) -> None:
+    def _raise_for(self, response: Any, what: str, secrets: tuple[str, ...] = ()) -> None:
+        """A REST answer that is not a success, as a typed error (`secrets` scrubbed)."""
         if response.status_code < 300:
             return
         if response.status_code == 404:
             raise SandboxNotFound(f"{what}: no such sandbox")
-        with self._errors(what):
+        with self._errors(what, secrets):
             raise handle_api_exception(response)
 
     def _secrets(self, spec: SandboxSpec | None = None) -> tuple[str, ...]:

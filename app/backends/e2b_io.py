@@ -200,9 +200,17 @@ def translate(exc: BaseException, settings: E2BSettings, what: str,
     return BackendError(f"{what} failed: {_message(exc, secrets)}")
 
 
+# How the SDK spells a refused envd request: "403: ..." from the HTTP API, the Connect
+# code from RPCs (envd and gateways answer 403 without an SDK exception class of its own).
+_REFUSED = ("403:", "Code.PERMISSION_DENIED", "Code.UNAUTHENTICATED")
+
+
 def _from_status(exc: SandboxException, name: str, what: str,
                  secrets: tuple[str, ...]) -> BackendError:
     status = getattr(exc, "status_code", None)
+    if str(exc).startswith(_REFUSED):
+        return BackendAuthError(f"{name} refused {what}: permission denied "
+                                "(missing or wrong access token)")
     if status == 404:
         return SandboxNotFound(f"{what}: no such sandbox")
     if status in (401, 403):

@@ -37,6 +37,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote
 
 import docker
+from werkzeug.datastructures import Headers
 from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
@@ -69,7 +70,7 @@ class Call:
     method: str
     path: str
     query: dict[str, str]
-    headers: dict[str, str]
+    headers: Headers  # case-insensitive
     body: Any
 
 
@@ -179,9 +180,13 @@ class FakeE2BServer:
         return [c for c in self.calls if c.plane == "envd"]
 
     def fail_next(self, status: int, message: str = "injected failure", *,
-                  method: str = "", path: str = "") -> None:
-        """The next API request matching method/path prefix answers `status`."""
-        self._failures.append((method, path, status, message))
+                  method: str = "", path: str = "", times: int = 1) -> None:
+        """The next `times` API requests matching method/path prefix answer `status`
+        (the SDK retries 429 and 5xx answers itself, 3 times by default)."""
+        self._failures.extend([(method, path, status, message)] * times)
+
+    def clear_failures(self) -> None:
+        self._failures.clear()
 
     def expire(self, sandbox_id: str) -> None:
         """Make a sandbox's TTL run out now (the lifecycle decides what happens)."""
@@ -197,7 +202,7 @@ class FakeE2BServer:
             except ValueError:
                 body = request.get_data()
         call = Call(plane, request.method, request.path, dict(request.args.items()),
-                    dict(request.headers.items()), body)
+                    Headers(request.headers.items()), body)
         with self._lock:
             self.calls.append(call)
         return call

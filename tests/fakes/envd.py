@@ -133,6 +133,7 @@ class Container:
         self.api = api
         self.id = container_id
         self.procs: dict[int, Proc] = {}
+        self._users: dict[str, dict[str, Any]] = {}
         self._next_pid = 100
         self._lock = threading.Lock()
 
@@ -151,10 +152,13 @@ class Container:
         return json.loads(out.decode("utf-8").strip().splitlines()[-1])
 
     def user(self, name: str) -> dict[str, Any]:
-        found = self.helper("user", name)
-        if "error" in found:
-            raise ConnectError(Code.INVALID_ARGUMENT, f"user '{name}' not found")
-        return found
+        """uid, gid and home of a user of the image (looked up once per container)."""
+        if name not in self._users:
+            found = self.helper("user", name)
+            if "error" in found:
+                raise ConnectError(Code.INVALID_ARGUMENT, f"user '{name}' not found")
+            self._users[name] = found
+        return self._users[name]
 
     def spawn(self, argv: list[str], user: str, workdir: str, env: dict[str, str]):
         exec_id = self.api.exec_create(self.id, argv, user=user, workdir=workdir,
