@@ -183,7 +183,8 @@ def _upload() -> Iterator[BoundedSpool]:
 
 
 def _multipart_file(stream, new_spool) -> BoundedSpool:
-    parser = FormDataParser(stream_factory=new_spool, max_form_memory_size=JSON_LIMIT,
+    # The decoder buffers up to max_form_memory_size while it looks for a boundary.
+    parser = FormDataParser(stream_factory=new_spool, max_form_memory_size=MiB,
                             max_form_parts=16, silent=False)
     try:
         _, _, files = parser.parse(stream, "multipart/form-data", request.content_length,
