@@ -61,6 +61,7 @@ from app.backends.base import (
     TemplateInfo,
 )
 from app.backends.e2b_io import ENVD_PORT, E2BSettings
+from app.security import ssrf
 
 WORKDIR = "/workspace"
 DENY_ALL = "0.0.0.0/0"
@@ -173,6 +174,7 @@ class E2BCompatible:
         self._sdk: E2B | None = None
         self._api: Any = None
         self._params: dict[str, Any] = {}
+        self._safe_urls: set[str] = set()
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -288,6 +290,12 @@ class E2BCompatible:
                 and all(info.metadata.get(k) == v for k, v in metadata.items())]
 
     def create(self, spec: SandboxSpec) -> SandboxInfo:
+        """Create from spec.template (or the config's template_id), running.
+
+        The idle TTL sent is the config's (`e2b_sandbox_ttl_seconds` /
+        `cube_sandbox_ttl_seconds`, reference 1.2), not spec.timeout_sec: the TTL is a
+        setting of the config, and expiry pauses rather than kills.
+        """
         if not _ours(spec.metadata):
             raise BackendError("sandbox metadata needs sandlot_* keys")
         template = spec.template or self.settings.template_id
@@ -359,6 +367,10 @@ class E2BCompatible:
             raise BackendError(f"sandbox is not running ({remote.state.value})")
         headers = self._data_plane_headers(remote)
         config = ConnectionConfig(extra_sandbox_headers=headers, **self._params)
+        if not self.settings.proxy_url:
+            # The SDK dials a host named after the provider's answer: guard it too.
+            self._check_data_plane(config.get_sandbox_url(
+                remote.id, remote.domain or self.settings.domain))
         try:
             version = Version(remote.envd_version)
         except ValueError:
@@ -368,6 +380,16 @@ class E2BCompatible:
                                   traffic_access_token=None, connection_config=config)
         secrets = tuple(v for k, v in headers.items() if k.lower().endswith("token"))
         return handle, secrets
+
+    def _check_data_plane(self, url: str) -> None:
+        if self.settings.allow_private_endpoints or url in self._safe_urls:
+            return
+        try:
+            ssrf.check_url(url, allow_private=False)
+        except ssrf.UnsafeURL as exc:
+            raise BackendError(f"{self.provider} sandbox URL {e2b_io.where(url)}: unsafe "
+                               f"outbound URL: {exc}") from None
+        self._safe_urls.add(url)
 
     def exec(self, sandbox_id: str, command: str, *, user: str | None = None,
              cwd: str | None = None, env: dict[str, str] | None = None,

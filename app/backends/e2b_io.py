@@ -112,7 +112,7 @@ class E2BSettings:
             try:
                 ssrf.check_url(url, allow_private=self.allow_private_endpoints)
             except ssrf.UnsafeURL as exc:
-                raise BackendError(f"{self.provider} {name} {_where(url)}: unsafe outbound "
+                raise BackendError(f"{self.provider} {name} {where(url)}: unsafe outbound "
                                    f"URL: {exc}") from None
 
     def api_params(self, api_key: str) -> dict[str, Any]:
@@ -129,7 +129,7 @@ class E2BSettings:
         return params
 
 
-def _where(url: str) -> str:
+def where(url: str) -> str:
     """scheme://host[:port] of a URL: never its path, query or credentials."""
     try:
         parts = urlsplit(url)
@@ -166,7 +166,7 @@ def _message(exc: BaseException, secrets: tuple[str, ...], limit: int = 300) -> 
 def translate(exc: BaseException, settings: E2BSettings, what: str,
               secrets: tuple[str, ...]) -> BackendError:
     """Map an SDK / transport failure to the protocol's typed errors (no secret in text)."""
-    name, where = settings.provider.capitalize(), _where(settings.control_url)
+    name, place = settings.provider.capitalize(), where(settings.control_url)
     for cause in _causes(exc):
         if isinstance(cause, BackendError):
             return cause
@@ -188,13 +188,13 @@ def translate(exc: BaseException, settings: E2BSettings, what: str,
             return BackendUnavailable(f"{what}: the sandbox could not be reached")
         if isinstance(cause, TimeoutException | httpx.TimeoutException | TimeoutError):
             if isinstance(cause, httpx.ConnectTimeout):
-                return BackendUnavailable(f"{name} not reachable at {where}")
+                return BackendUnavailable(f"{name} not reachable at {place}")
             return BackendTimeout(f"{name} did not answer {what} within "
                                   f"{settings.http_timeout_sec} s")
         if isinstance(cause, InvalidArgumentException):
             return BackendError(f"{what} failed: {_message(cause, secrets)}")
         if isinstance(cause, httpx.TransportError | ConnectionError):
-            return BackendUnavailable(f"{name} not reachable at {where} ({what})")
+            return BackendUnavailable(f"{name} not reachable at {place} ({what})")
         if isinstance(cause, SandboxException):
             return _from_status(cause, name, what, secrets)
     return BackendError(f"{what} failed: {_message(exc, secrets)}")

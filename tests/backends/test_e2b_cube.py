@@ -8,6 +8,7 @@ errors with no secret in any exception text.
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import time
 import traceback
@@ -30,6 +31,7 @@ from app.backends.base import (
     SandboxState,
 )
 from app.backends.cube import CubeBackend, _traffic_tokens
+from app.security import ssrf
 from app.services import sandbox_doc
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, RUN_ID, RUN_LABEL, require_docker
 from tests.fakes.e2b_server import FakeE2BServer
@@ -414,4 +416,22 @@ def test_exec_on_a_paused_sandbox_is_refused_not_silently_resumed(server):
     with pytest.raises(BackendError, match="paused"):
         backend.exec(info.id, "true")
     assert server.sandboxes[info.id].state == "paused"
+    backend.delete(info.id)
+
+
+def test_without_a_gateway_the_sdk_dialled_sandbox_host_is_ssrf_checked(e2b_server,
+                                                                         monkeypatch):
+    """No proxy_url: the SDK dials https://49983-<id>.<domain> from the provider's
+    answer, so that host is checked like api_url (here it "resolves" privately)."""
+    backend = backend_for(e2b_server)
+    info = backend.create(spec())
+    guarded = backend_for(e2b_server, proxy_url="")
+    guarded.sdk  # noqa: B018 - the control plane passed its check (loopback allowed)
+    guarded.settings = dataclasses.replace(guarded.settings, allow_private_endpoints=False)
+    monkeypatch.setattr(ssrf, "resolve", lambda host, port, timeout=3.0: ["10.0.0.5"])
+    before = len(e2b_server.envd_calls())
+
+    with pytest.raises(BackendError, match=rf"https://49983-{info.id}\.e2b\.test.*unsafe"):
+        guarded.exec(info.id, "true")
+    assert len(e2b_server.envd_calls()) == before
     backend.delete(info.id)
