@@ -61,7 +61,6 @@ from app.backends.base import (
     TemplateInfo,
 )
 from app.backends.e2b_io import ENVD_PORT, E2BSettings
-from app.security import ssrf
 
 WORKDIR = "/workspace"
 DENY_ALL = "0.0.0.0/0"
@@ -286,6 +285,8 @@ class E2BCompatible:
                                              metadata=dict(item.metadata or {}),
                                              template=item.template_id or "",
                                              started_at=_iso(item.started_at)))
+        if pages.has_next:  # an inventory must not be silently short
+            raise BackendError(f"list sandboxes: more than {MAX_PAGES * LIST_PAGE} match")
         return [info for info in found if _ours(info.metadata) and info.state in states
                 and all(info.metadata.get(k) == v for k, v in metadata.items())]
 
@@ -384,11 +385,7 @@ class E2BCompatible:
     def _check_data_plane(self, url: str) -> None:
         if self.settings.allow_private_endpoints or url in self._safe_urls:
             return
-        try:
-            ssrf.check_url(url, allow_private=False)
-        except ssrf.UnsafeURL as exc:
-            raise BackendError(f"{self.provider} sandbox URL {e2b_io.where(url)}: unsafe "
-                               f"outbound URL: {exc}") from None
+        e2b_io.guard_url(url, f"{self.provider} sandbox URL", allow_private=False)
         self._safe_urls.add(url)
 
     def exec(self, sandbox_id: str, command: str, *, user: str | None = None,

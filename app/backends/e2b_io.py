@@ -109,11 +109,7 @@ class E2BSettings:
         for name, url in (("api_url", self.control_url), ("proxy_url", self.proxy_url)):
             if not url:
                 continue
-            try:
-                ssrf.check_url(url, allow_private=self.allow_private_endpoints)
-            except ssrf.UnsafeURL as exc:
-                raise BackendError(f"{self.provider} {name} {where(url)}: unsafe outbound "
-                                   f"URL: {exc}") from None
+            guard_url(url, f"{self.provider} {name}", self.allow_private_endpoints)
 
     def api_params(self, api_key: str) -> dict[str, Any]:
         """The SDK's ApiParams for this config (per client, never from the environment)."""
@@ -127,6 +123,16 @@ class E2BSettings:
         if self.proxy_url:
             params["sandbox_url"] = self.proxy_url
         return params
+
+
+def guard_url(url: str, label: str, allow_private: bool) -> None:
+    """The SSRF guard: a host that does not resolve is unavailable, a private one refused."""
+    try:
+        ssrf.check_url(url, allow_private=allow_private)
+    except ssrf.UnsafeURL as exc:
+        if isinstance(exc.__cause__, OSError | UnicodeError):
+            raise BackendUnavailable(f"{label} {where(url)}: {exc}") from None
+        raise BackendError(f"{label} {where(url)}: unsafe outbound URL: {exc}") from None
 
 
 def where(url: str) -> str:
