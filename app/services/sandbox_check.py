@@ -12,6 +12,7 @@ the backend's capabilities.
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
@@ -35,8 +36,10 @@ from app.services.sandbox_check_run import (
 JOB_KIND = "sandbox_check"
 JOB_TIMEOUT_SEC = BUDGET_SEC + CLEANUP_TIMEOUT_SEC + 30
 UNSAVED = "unsaved"  # sandlot_sandbox_config_id of a check sandbox for an unsaved config
+# Check.line() as the job log holds it: the rows of a check still running.
+LOG_LINE = re.compile(r"^(\w+): (ok|failed|skipped)(?: \[(\w+)\])? \((\d+) ms\) ?(.*)$")
 
-__all__ = ["JOB_KIND", "Check", "check", "prepare", "run_job", "start", "wait"]
+__all__ = ["JOB_KIND", "Check", "check", "prepare", "rows_of", "run_job", "start", "wait"]
 
 
 def prepare(stored: SandboxConfig | None, raw: Any, deep: bool) -> dict[str, Any]:
@@ -114,3 +117,18 @@ def check(doc: dict[str, Any], *, deep: bool, metadata: dict[str, str],
     """Run the checks of reference 5.3 on a validated document. A provider failure never
     raises: it becomes a failed row with a human reason."""
     return Run(doc, deep, metadata, probe_urls, report, budget_sec).result()
+
+
+def rows_of(job: Job) -> list[dict[str, Any]]:
+    """The rows of a check job: its result once done, else those its log has so far."""
+    if job.result:
+        return list(job.result.get("checks") or [])
+    rows = []
+    for line in (job.log or "").splitlines():
+        match = LOG_LINE.match(line)
+        if match:
+            name, status, reason, latency, message = match.groups()
+            rows.append({"name": name, "ok": {"ok": True, "failed": False}.get(status),
+                         "reason": reason or "", "latency_ms": int(latency),
+                         "message": message})
+    return rows

@@ -156,6 +156,7 @@ class Run:
     def add(self, check: Check) -> Check:
         for secret in self.secrets:  # an error may echo a value it was given
             check.message = check.message.replace(secret, "***")
+        check.message = " ".join(check.message.split())  # one line, as the job log keeps it
         self.rows.append(check)
         if self.report is not None:
             self.report(check, len(self.rows), self.total)

@@ -13,5 +13,6 @@ from app.web import (  # noqa: E402,F401
     jobs,
     members,
     playground,
+    sandbox_check,
     sandboxes,
 )

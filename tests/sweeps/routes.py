@@ -114,6 +114,20 @@ def _job_id(world: factories.TenantUsers) -> str:
     return job.id
 
 
+def _check_id(world: factories.TenantUsers) -> str:
+    """A finished sandbox check job, shaped as the real one leaves it."""
+    row = {"name": "api_url_reachable", "ok": True, "message": "answered", "reason": "",
+           "latency_ms": 3}
+    job = Job(id=str(uuid.uuid4()), tenant_id=world.tenant.id, kind="sandbox_check",
+              status=JobStatus.succeeded, percent=100, stage="done", params={"deep": False},
+              result={"ok": True, "provider": "docker", "deep": False, "checks": [row],
+                      "capabilities": {}}, log="", timeout_sec=60,
+              started_at=datetime.now(UTC), finished_at=datetime.now(UTC))
+    db.session.add(job)
+    db.session.commit()
+    return job.id
+
+
 def _tenant_id(world: factories.TenantUsers) -> int:
     return world.tenant.id
 
@@ -171,6 +185,7 @@ PARAM_ROWS: dict[str, Callable[[factories.TenantUsers], Any]] = {
     "membership_id": _member_id,
     "key_id": _key_id,
     "job_id": _job_id,
+    "check_id": _check_id,
     "tenant_id": _tenant_id,
     "config_id": _config_id,
     "session_id": _session_id,

@@ -1,0 +1,155 @@
+"""The editor drawer's "Test connection" and "Deep check": the buttons post the form as it
+stands, the answer is a fragment that polls its job until it ends with 286 and shows the
+rows (ok / failed / skipped with reason, message, latency)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from app.models import Job
+from app.services import audit
+from app.services import sandbox_configs as service
+from tests.backends.conftest import BASE_IMAGE, require_docker
+from tests.web._support import htmx_headers, post_form, text
+
+NO_ENGINE = "unix:///tmp/sandlot-no-engine.sock"
+FORM = {"name": "Local Docker", "sandbox_type": "docker", "docker.image": BASE_IMAGE,
+        "docker.network_mode": "bridge"}
+POLL = re.compile(r'hx-get="(/sandboxes/checks/[0-9a-f-]{36})" hx-trigger="every 1s"')
+
+
+@pytest.fixture(autouse=True)
+def _engine():
+    require_docker()
+
+
+@pytest.fixture
+def group(two_tenants):
+    return two_tenants[0]
+
+
+def poll(client, first, seconds: float = 60):
+    """Follow the fragment's own polling until it answers 286; every answer on the way."""
+    answers = [first]
+    match = POLL.search(text(first))
+    while match:
+        deadline = time.monotonic() + seconds
+        response = client.get(match.group(1), headers={"HX-Request": "true"})
+        answers.append(response)
+        if response.status_code == 286:
+            assert POLL.search(text(response)) is None  # a terminal fragment polls no more
+            break
+        assert response.status_code == 200
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    return answers
+
+
+def test_the_editor_drawer_offers_both_checks(group, login_as):
+    row = service.create_config(group.tenant, audit.SystemActor("t"), "Local Docker", "",
+                                {"sandbox_type": "docker", "docker": {"image": BASE_IMAGE}})
+    client = login_as(group.admin, group.tenant)
+    for path in ("/sandboxes/new", f"/sandboxes/{row.id}/edit"):
+        page = text(client.get(path, headers={"HX-Request": "true"}))
+        assert 'id="sandbox-check"' in page
+        assert "Test connection" in page and "Deep check" in page
+        assert page.count('hx-post="/sandboxes/check"') == 2
+        assert "hx-confirm=\"The deep check creates a real sandbox" in page
+    assert f'name="config_id" value="{row.id}"' in page  # an edit posts the stored id too
+
+
+def test_test_connection_polls_until_done_and_shows_the_rows(group, login_as):
+    client = login_as(group.admin, group.tenant)
+
+    first = client.post("/sandboxes/check", data={**FORM, "deep": "0"},
+                        headers=htmx_headers(client, "/sandboxes"))
+
+    assert first.status_code == 202
+    answers = poll(client, first)
+    last = text(answers[-1])
+    assert answers[-1].status_code == 286
+    assert "Connection test" in last and "Passed" in last
+    for label in ("Control plane reachable", "Credentials accepted", "Template available"):
+        assert label in last
+    assert last.count('class="check-row is-ok"') == 3
+    assert last.count('class="check-row is-skipped"') == 2
+    assert "needs_deep_check" in last and " ms</span>" in last
+    assert f"image {BASE_IMAGE} is on the engine" in last
+
+
+def test_an_edit_checks_unsaved_values_over_the_stored_config(group, login_as):
+    row = service.create_config(group.tenant, audit.SystemActor("t"), "Local Docker", "",
+                                {"sandbox_type": "docker", "docker": {"image": BASE_IMAGE},
+                                 "env_vars": {"TOKEN": "stored-secret-value"}})
+    client = login_as(group.admin, group.tenant)
+    form = {**FORM, "config_id": row.id, "docker.image": "sandlot/sandbox:busybox",
+            "env_vars[0].key": "TOKEN", "env_vars[0].value": ""}
+
+    first = post_form(client, "/sandboxes/check", form, htmx=True, token_from="/sandboxes")
+
+    last = text(poll(client, first)[-1])
+    assert "image sandlot/sandbox:busybox is on the engine" in last
+    job = Job.query.filter_by(kind="sandbox_check").one()
+    assert job.target_id == row.id and "stored-secret-value" not in str(job.params)
+
+
+def test_deep_check_with_the_engine_unreachable_shows_failed_and_skipped(group, login_as):
+    client = login_as(group.admin, group.tenant)
+
+    first = post_form(client, "/sandboxes/check", {**FORM, "docker.host": NO_ENGINE, "deep": "1"},
+                      htmx=True, token_from="/sandboxes")
+
+    last = text(poll(client, first)[-1])
+    assert "Deep check" in last and "Failed" in last
+    assert last.count('class="check-row is-failed"') == 1
+    assert last.count("control_plane_unreachable") == 4
+    assert f"Docker engine not reachable at {NO_ENGINE}" in last
+
+
+def test_invalid_settings_are_listed_and_nothing_runs(group, login_as):
+    client = login_as(group.admin, group.tenant)
+
+    response = post_form(client, "/sandboxes/check",
+                         {**FORM, "docker.image": "", "network.deny_out[0]": "example.com",
+                          "deep": "1"}, htmx=True, token_from="/sandboxes")
+
+    assert response.status_code == 400
+    body = text(response)
+    assert "Not started" in body and "docker.image" in body and "network.deny_out[0]" in body
+    assert POLL.search(body) is None
+    assert Job.query.count() == 0
+
+
+def test_only_admins_check_and_see_checks(group, login_as):
+    admin = login_as(group.admin, group.tenant)
+    first = admin.post("/sandboxes/check", data={**FORM, "deep": "0"},
+                       headers=htmx_headers(admin, "/sandboxes"))
+    job_path = POLL.search(text(first)).group(1)
+    poll(admin, first)
+    viewer = login_as(group.viewer, group.tenant)
+    response = viewer.post("/sandboxes/check", data=FORM,
+                           headers=htmx_headers(viewer, "/sandboxes"))
+    assert response.status_code == 403
+    assert viewer.get(job_path).status_code == 403
+
+
+def test_another_kind_of_job_is_not_a_check(group, login_as):
+    from tests.sweeps.routes import PARAM_ROWS
+
+    job_id = PARAM_ROWS["job_id"](group)  # a finished audit export
+    client = login_as(group.admin, group.tenant)
+    assert client.get(f"/sandboxes/checks/{job_id}").status_code == 404
+
+
+def test_without_htmx_the_check_is_a_page(group, login_as):
+    client = login_as(group.admin, group.tenant)
+    response = post_form(client, "/sandboxes/check", {**FORM, "deep": "0"}, token_from="/sandboxes")
+    assert response.status_code == 202
+    assert "<h1>Sandbox check</h1>" in text(response)
+    path = POLL.search(text(response)).group(1)
+    poll(client, client.get(path, headers={"HX-Request": "true"}))
+    done = client.get(path)
+    assert done.status_code == 200 and "Passed" in text(done)
