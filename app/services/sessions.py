@@ -59,6 +59,8 @@ class ExecOutcome:
 # -- sessions -----------------------------------------------------------------------------
 
 def create_session(tenant: Tenant, user: User, config_id: str, title: str = "") -> SandboxSession:
+    if "\0" in title:
+        raise ValidationFailed.one("title", "must not contain NUL")
     config = _live_config(tenant, config_id)
     session = SandboxSession(id=str(uuid.uuid4()), tenant_id=tenant.id, user_id=user.id,
                              sandbox_config_id=config.id, title=title.strip()[:200],

@@ -218,3 +218,11 @@ def test_idle_docker_sandbox_is_paused_then_resumed_on_next_exec(world, engine):
     assert engine.get(sandbox_id).state == "paused"
     again = run(member, session_id, "echo awake").json["data"]
     assert again["sandbox_id"] == sandbox_id and again["stdout"] == "awake\n"
+
+
+def test_nul_in_title_is_a_field_error(world):
+    _, _, config, member, _ = world
+    response = member.post("/api/v1/sessions",
+                           json={"sandbox_config_id": config["id"], "title": "a\u0000b"})
+    assert response.status_code == 400
+    assert response.json["error"]["data"]["errors"][0]["field"] == "title"
