@@ -41,6 +41,10 @@ MAX_HEADER_READ = 16 * MiB  # a tar header (pax) read larger than this is refuse
 CHUNK = 256 * 1024
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 FILE_MODE = 0o100644 << 16
+# Deflate level of the stored zip. Fixed, so the bytes (and the SHA) are reproducible; 1 is
+# several times faster than the default 6 and bundles are mostly small text or already
+# compressed assets, where higher levels buy little.
+DEFLATE_LEVEL = 1
 IGNORED_UPLOAD_PREFIXES = ("__MACOSX/",)  # Finder's AppleDouble copies, not skill files
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -380,6 +384,7 @@ def _pack(files: dict[str, tuple[int, Callable[[], IO[bytes]]]], meta: SkillMeta
                 info = zipfile.ZipInfo(rel, date_time=FIXED_TIME)
                 info.compress_type, info.create_system = zipfile.ZIP_DEFLATED, 3
                 info.external_attr, info.file_size = FILE_MODE, declared
+                info._compresslevel = DEFLATE_LEVEL  # ZipInfo has no public setter (3.11)
                 with _opened(opener, rel) as src, target.open(info, "w") as dst:
                     listing.append((rel, _copy_bounded(src, dst, min(declared, MAX_FILE_BYTES),
                                                        rel)))
