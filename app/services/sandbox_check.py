@@ -25,13 +25,8 @@ from app.models import Job, SandboxConfig
 from app.security.crypto import crypto
 from app.services import jobs, sandbox_doc
 from app.services import sandbox_probe as probe
-from app.services.sandbox_check_run import (
-    BUDGET_SEC,
-    CLEANUP_TIMEOUT_SEC,
-    Check,
-    Report,
-    Run,
-)
+from app.services.sandbox_check_parts import BUDGET_SEC, CLEANUP_TIMEOUT_SEC, Check, Report
+from app.services.sandbox_check_run import Run
 
 JOB_KIND = "sandbox_check"
 JOB_TIMEOUT_SEC = BUDGET_SEC + CLEANUP_TIMEOUT_SEC + 30

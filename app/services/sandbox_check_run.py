@@ -8,12 +8,9 @@ deleted in a `finally`, and one created after the check stopped waiting deletes 
 from __future__ import annotations
 
 import logging
-import os
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from datetime import datetime
+from dataclasses import asdict
 from typing import Any
 
 from app.backends import registry
@@ -22,118 +19,51 @@ from app.backends.base import (
     BackendAuthError,
     BackendError,
     BackendTimeout,
-    BackendUnavailable,
-    QuotaExceeded,
-    SandboxInfo,
     SandboxNotFound,
-    SandboxSpec,
     Unsupported,
 )
 from app.services import sandbox_doc
 from app.services import sandbox_probe as probe
+from app.services.sandbox_check_parts import (
+    API_URL,
+    BUDGET_SEC,
+    CANARY,
+    CLEANUP_TIMEOUT_SEC,
+    CLIENT_BUILD,
+    CREDENTIAL,
+    CREDENTIALS_REJECTED,
+    EGRESS,
+    EXEC,
+    EXEC_FAILED,
+    EXEC_MARK,
+    EXEC_TIMEOUT_SEC,
+    NEEDS_DEEP,
+    NO_DENIED_TARGET,
+    NOT_CREATED,
+    NOT_SUPPORTED,
+    OUT_OF_BUDGET,
+    RESTRICTED,
+    SANDBOX_TTL_SEC,
+    TEMPLATE,
+    TEMPLATE_NOT_SET,
+    UNREACHABLE,
+    Check,
+    Creation,
+    OutOfBudget,
+    Report,
+    bounded,
+    client_problem,
+    delete_quietly,
+    epoch,
+    human,
+    secret_values,
+    template_problem,
+    where,
+    without_template,
+)
 from app.services.sandbox_configs import backend_for
 
 log = logging.getLogger("sandlot.sandbox_check")
-
-BUDGET_SEC = 90  # the whole check (reference 5.4)
-SANDBOX_TTL_SEC = 120  # the check sandbox's own timeout, should cleanup fail
-EXEC_TIMEOUT_SEC = 30
-CLEANUP_TIMEOUT_SEC = 30
-EXEC_MARK = "sandlot-ok"
-
-CLIENT_BUILD, API_URL, CREDENTIAL, TEMPLATE = (
-    "client_build", "api_url_reachable", "credential_valid", "template_exists")
-EXEC, EGRESS, CANARY = "sandbox_exec", "egress_available", "egress_denied_enforced"
-# Skip reasons: the reference's five, then ours.
-NEEDS_DEEP = "needs_deep_check"
-UNREACHABLE = "control_plane_unreachable"
-NOT_CREATED = "sandbox_not_created"
-EXEC_FAILED = "sandbox_exec_failed"
-RESTRICTED = "egress_restricted_by_policy"
-CREDENTIALS_REJECTED = "credentials_rejected"
-TEMPLATE_NOT_SET = "template_not_set"
-NOT_SUPPORTED = "not_supported"
-NO_DENIED_TARGET = "no_denied_target"
-OUT_OF_BUDGET = "check_budget_exhausted"
-
-
-@dataclass
-class Check:
-    """One row: ok True (passed), False (failed) or None (skipped, with a reason)."""
-
-    name: str
-    ok: bool | None
-    message: str = ""
-    reason: str = ""
-    latency_ms: int = 0
-
-    @property
-    def status(self) -> str:
-        return {True: "ok", False: "failed", None: "skipped"}[self.ok]
-
-    def line(self) -> str:
-        why = f" [{self.reason}]" if self.reason else ""
-        return f"{self.name}: {self.status}{why} ({self.latency_ms} ms) {self.message}".rstrip()
-
-
-Report = Callable[[Check, int, int], None]
-
-
-class OutOfBudget(Exception):
-    """The budget was spent before this step could start."""
-
-
-def bounded(fn: Callable[[], Any], seconds: float) -> Any:
-    """`fn()` on a helper thread, waited for at most `seconds` (then BackendTimeout; the
-    thread finishes on its own: see Creation for the one call whose result matters)."""
-    box: dict[str, Any] = {}
-    done = threading.Event()
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
-            box["error"] = exc
-        finally:
-            done.set()
-
-    threading.Thread(target=target, name="sandbox-check-step", daemon=True).start()
-    if not done.wait(max(0.0, seconds)):
-        raise BackendTimeout(f"no answer within {seconds:.0f} s")
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
-
-
-class Creation:
-    """Create a sandbox; one that arrives after the check gave up deletes itself."""
-
-    def __init__(self, backend: Backend, spec: SandboxSpec):
-        self.backend, self.spec = backend, spec
-        self.lock = threading.Lock()
-        self.info: SandboxInfo | None = None
-        self.abandoned = False
-
-    def __call__(self) -> SandboxInfo:
-        info = self.backend.create(self.spec)
-        with self.lock:
-            self.info, late = info, self.abandoned
-        if late:
-            delete_quietly(self.backend, info.id)
-        return info
-
-    def abandon(self) -> str | None:
-        """Stop waiting; the id of a sandbox that already exists (the caller deletes it)."""
-        with self.lock:
-            self.abandoned = True
-            return self.info.id if self.info is not None else None
-
-
-def delete_quietly(backend: Backend, sandbox_id: str) -> None:
-    try:
-        bounded(lambda: backend.delete(sandbox_id), CLEANUP_TIMEOUT_SEC)
-    except BackendError as exc:
-        log.warning("check sandbox %s was not deleted: %s", sandbox_id[:12], exc.reason)
 
 
 class Run:
@@ -145,7 +75,7 @@ class Run:
         self.kind = doc["sandbox_type"]
         self.report = report
         self.deadline = time.monotonic() + budget_sec
-        self.secrets = _secret_values(doc)
+        self.secrets = secret_values(doc)
         self.rows: list[Check] = []
         self.canary = probe.denies_anything(doc)
         self.total = 6 + int(self.canary)
@@ -172,10 +102,10 @@ class Run:
     def result(self) -> dict[str, Any]:
         """Build the client, run the steps, and answer as reference 5.2."""
         try:
-            _client_problem(self.doc)
+            client_problem(self.doc)
             backend = backend_for(self.doc)
         except BackendError as exc:  # nothing else runs (reference 5.3)
-            self.add(Check(CLIENT_BUILD, False, self.human(exc)))
+            self.add(Check(CLIENT_BUILD, False, human(self.doc, exc)))
             return self.response()
         self.capabilities = backend.capabilities
         try:
@@ -226,8 +156,8 @@ class Run:
             return self.add(Check(name, None, f"Not run: the check's {BUDGET_SEC} s budget "
                                   "ran out.", OUT_OF_BUDGET))
         if isinstance(exc, Unsupported) and message is None:
-            return self.add(Check(name, None, self.human(exc), NOT_SUPPORTED, latency))
-        return self.add(Check(name, False, message or self.human(exc), latency_ms=latency))
+            return self.add(Check(name, None, human(self.doc, exc), NOT_SUPPORTED, latency))
+        return self.add(Check(name, False, message or human(self.doc, exc), latency_ms=latency))
 
     # -- the steps, in reference order ------------------------------------------------------
 
@@ -247,7 +177,7 @@ class Run:
         """Health of the control plane alone (Docker: a ping, without the image check)."""
         error, latency = None, 0
         try:
-            plain = backend_for(_without_template(self.doc))
+            plain = backend_for(without_template(self.doc))
         except BackendError as exc:
             plain, error = None, exc
         if plain is not None:
@@ -256,8 +186,8 @@ class Run:
             finally:
                 plain.close()
         if isinstance(error, BackendAuthError):  # it answered, and refused us
-            self.add(Check(API_URL, True, f"{self.where()} answered", latency_ms=latency))
-            self.add(Check(CREDENTIAL, False, self.human(error), latency_ms=latency))
+            self.add(Check(API_URL, True, f"{where(self.doc)} answered", latency_ms=latency))
+            self.add(Check(CREDENTIAL, False, human(self.doc, error), latency_ms=latency))
             self.skip(CREDENTIALS_REJECTED, "Not checked: the credentials were rejected.",
                       TEMPLATE, EXEC, EGRESS, CANARY)
             return False
@@ -266,7 +196,7 @@ class Run:
             self.skip(UNREACHABLE, "Not checked: the control plane is not reachable.",
                       CREDENTIAL, TEMPLATE, EXEC, EGRESS, CANARY)
             return False
-        self.add(Check(API_URL, True, f"{self.where()} answered in {latency} ms",
+        self.add(Check(API_URL, True, f"{where(self.doc)} answered in {latency} ms",
                        latency_ms=latency))
         return True
 
@@ -302,7 +232,7 @@ class Run:
             templates, error, latency = self.attempt(backend.list_templates)
             found = next((t for t in templates or () if name in (t.id, t.name)), None)
             if error is None and (found is None or found.status != "ready"):
-                self.add(Check(TEMPLATE, False, _template_problem(name, found),
+                self.add(Check(TEMPLATE, False, template_problem(name, found),
                                latency_ms=latency))
                 return False
             message = f"template {name} is in the catalog and ready"
@@ -339,8 +269,8 @@ class Run:
             limit=EXEC_TIMEOUT_SEC + 10)
         latency += created_ms
         if error is not None:
-            self.failed(EXEC, error, latency, None if isinstance(error, OutOfBudget) else
-                        "The sandbox was created, but the command failed: " + self.human(error))
+            message = "The sandbox was created, but the command failed: " + human(self.doc, error)
+            self.failed(EXEC, error, latency, None if isinstance(error, OutOfBudget) else message)
             return False
         if result.exit_code == 0 and EXEC_MARK in result.stdout:
             self.add(Check(EXEC, True, f"created a sandbox in {created_ms} ms and ran "
@@ -397,14 +327,14 @@ class Run:
             lambda: backend.list({**scope, "sandlot_purpose": "check"}), limit=10)
         cutoff = time.time() - SANDBOX_TTL_SEC - CLEANUP_TIMEOUT_SEC
         for sandbox in found if error is None else ():
-            if _epoch(sandbox.started_at) < cutoff:
+            if epoch(sandbox.started_at) < cutoff:
                 delete_quietly(backend, sandbox.id)
 
     # -- messages -------------------------------------------------------------------------
 
     def explain(self, backend: Backend, error: BaseException) -> str:
         """A 404 on create (E2B/Cube): ask the template catalog why (reference 5.4)."""
-        message = self.human(error)
+        message = human(self.doc, error)
         if self.kind == "docker" or not isinstance(error, SandboxNotFound):
             return message
         name = sandbox_doc.template_of(self.doc)
@@ -415,76 +345,4 @@ class Run:
         if found is not None and found.status == "ready":
             return (f"template {name} is in the catalog but the API did not find it: it may "
                     "belong to another team than this key's")
-        return _template_problem(name, found)
-
-    def where(self) -> str:
-        block = self.doc.get(self.kind) or {}
-        if self.kind == "docker":
-            return f"Docker engine at {block.get('host') or 'unix:///var/run/docker.sock'}"
-        name = "E2B" if self.kind == "e2b" else "Cube"
-        return f"{name} API at {block.get('api_url') or 'the default endpoint'}"
-
-    def human(self, exc: BaseException) -> str:
-        """A backend failure as a sentence an admin can act on (reference 5.4)."""
-        reason = getattr(exc, "reason", "") or str(exc)
-        docker = self.kind == "docker"
-        if isinstance(exc, BackendUnavailable):
-            hint = (" — is the Docker socket mounted, and is the host setting (DOCKER_HOST) "
-                    "right?" if docker else " — check api_url and that this server reaches it")
-            if "not reachable" not in reason:
-                reason = f"{self.where()} not reachable: {reason}"
-            return reason + hint
-        if isinstance(exc, BackendAuthError):
-            who = "TLS client certificate" if docker else "API key (wrong key or team?)"
-            return f"Credentials rejected: {reason} (check the {who})"
-        prefixes = ((BackendTimeout, "Timed out"), (QuotaExceeded, "Capacity or quota exhausted"),
-                    (Unsupported, "Not supported"), (SandboxNotFound, "Not found"))
-        for kind, prefix in prefixes:
-            if isinstance(exc, kind):
-                return f"{prefix}: {reason}"
-        return reason
-
-
-def _client_problem(doc: dict[str, Any]) -> None:
-    """What makes a client impossible to build before any I/O (a missing cert dir)."""
-    block = doc.get("docker") or {}
-    path = block.get("tls_cert_path") if doc["sandbox_type"] == "docker" else ""
-    if path:
-        missing = [n for n in ("ca.pem", "cert.pem", "key.pem")
-                   if not os.path.isfile(os.path.join(path, n))]
-        if missing:
-            raise BackendError(f"TLS files missing in {path}: {', '.join(missing)}")
-
-
-def _without_template(doc: dict[str, Any]) -> dict[str, Any]:
-    kind = doc["sandbox_type"]
-    block = dict(doc.get(kind) or {})
-    block["image" if kind == "docker" else "template_id"] = ""
-    return {**doc, kind: block}
-
-
-def _template_problem(name: str, found: Any) -> str:
-    if found is None:
-        return f"template {name} is not in the catalog: build it or pick another"
-    if found.status in ("building", "pending"):
-        return f"template {name} is still {found.status}: try again when it is ready"
-    return f"template {name} is {found.status}: rebuild it"
-
-
-def _epoch(stamp: str | None) -> float:
-    try:
-        return datetime.fromisoformat(stamp).timestamp() if stamp else 0.0
-    except ValueError:
-        return 0.0
-
-
-def _secret_values(doc: dict[str, Any]) -> list[str]:
-    """Every secret the document holds, longest first (so none is half-masked)."""
-    values = [str((doc.get(k) or {}).get("api_key") or "") for k in ("e2b", "cube")]
-    values += [str(v) for v in (doc.get("env_vars") or {}).values()]
-    network = doc.get("network") or {}
-    for rule in network.get("cube_rules") or []:
-        values += [str(i.get("secret") or "") for i in rule.get("inject") or []]
-    for rule in network.get("e2b_host_rules") or []:
-        values += [str(v) for v in (rule.get("headers") or {}).values()]
-    return sorted({v for v in values if len(v) >= 3}, key=len, reverse=True)
+        return template_problem(name, found)
