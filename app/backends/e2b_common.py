@@ -213,7 +213,7 @@ class E2BCompatible:
         if response.status_code < 300:
             return
         if response.status_code == 404:
-            raise SandboxNotFound(f"{what}: no such sandbox")
+            raise SandboxNotFound(f"{what}: not found at {self.provider} (404)")
         with self._errors(what, secrets):
             raise handle_api_exception(response)
 
