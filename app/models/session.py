@@ -10,7 +10,7 @@ from sqlalchemy import JSON, Enum, ForeignKey, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.extensions import db
-from app.models.types import UTCDateTime, utcnow
+from app.models.types import EncryptedText, UTCDateTime, utcnow
 
 
 class BindingState(enum.StrEnum):
@@ -40,6 +40,8 @@ class SandboxSession(db.Model):
     skill_generation: Mapped[int] = mapped_column(default=0)
     stale: Mapped[bool] = mapped_column(default=False)
     policy: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # as resolved at creation
+    # Cube hands out a per-sandbox traffic token once, at creation; replayed on reconnect.
+    traffic_token: Mapped[str | None] = mapped_column(EncryptedText)
     exec_count: Mapped[int] = mapped_column(default=0)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -92,7 +92,7 @@ def delete_session(tenant: Tenant, user: User, session: SandboxSession) -> None:
     config = db.session.get(SandboxConfig, session.sandbox_config_id)
     if config is not None:
         with _provider():
-            backend = backend_for(config.config)
+            backend = _backend(session, config.config)
             for sandbox in backend.list(_session_filter(session)):
                 backend.delete(sandbox.id)
             if session.sandbox_id:
@@ -117,7 +117,7 @@ def exec_command(tenant: Tenant, user: User, session: SandboxSession, command: s
     doc = config.config
     timeout = timeout_sec or doc.get("default_timeout_sec") or DEFAULT_EXEC_TIMEOUT
     with _provider():
-        backend = backend_for(doc)
+        backend = _backend(session, doc)
         sandbox_id, reused = ensure_sandbox(session, config, backend)
         try:
             result = backend.exec(sandbox_id, command, timeout_sec=timeout,
@@ -191,7 +191,8 @@ def _create_claimed(session: SandboxSession, config: SandboxConfig, backend: Bac
     except BaseException:
         _unbind(session)  # give the claim back so the next request can try again
         raise
-    _bind(session, info.id, version, config, policy=_policy_summary(spec))
+    _bind(session, info.id, version, config, policy=_policy_summary(spec),
+          traffic_token=info.traffic_token)
     return info.id
 
 
@@ -245,14 +246,16 @@ def _claim(session: SandboxSession) -> bool:
 
 
 def _bind(session: SandboxSession, sandbox_id: str, version: int, config: SandboxConfig,
-          policy: dict[str, Any] | None) -> None:
+          policy: dict[str, Any] | None, traffic_token: str | None = None) -> None:
     values: dict[str, Any] = {
-        "binding_state": BindingState.bound, "sandbox_id": sandbox_id,
+        "binding_state": BindingState.bound, "sandbox_id": sandbox_id, "traffic_token": None,
         "binding_version": version, "provider": config.config["sandbox_type"],
         "sandbox_created_at": utcnow(), "claimed_at": None, "stale": False,
         "skill_generation": _generation(config)}
     if policy is not None:
         values["policy"] = policy
+    if traffic_token is not None:
+        values["traffic_token"] = traffic_token
     db.session.execute(update(SandboxSession).where(SandboxSession.id == session.id)
                        .values(**values))
     db.session.commit()
@@ -261,7 +264,7 @@ def _bind(session: SandboxSession, sandbox_id: str, version: int, config: Sandbo
 def _unbind(session: SandboxSession) -> None:
     db.session.rollback()
     db.session.execute(update(SandboxSession).where(SandboxSession.id == session.id).values(
-        binding_state=BindingState.none, sandbox_id=None, claimed_at=None))
+        binding_state=BindingState.none, sandbox_id=None, claimed_at=None, traffic_token=None))
     db.session.commit()
 
 
@@ -279,6 +282,16 @@ def _touch(session: SandboxSession) -> None:
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+def _backend(session: SandboxSession, doc: dict[str, Any]) -> Backend:
+    """The config's backend, primed with the session's traffic token where it takes one
+    (Cube hands it out once, at creation, and every later call needs it)."""
+    backend = backend_for(doc)
+    remember = getattr(backend, "remember_traffic_token", None)
+    if remember is not None and session.sandbox_id and session.traffic_token:
+        remember(session.sandbox_id, session.traffic_token)
+    return backend
+
 
 def _live_config(tenant: Tenant, config_id: str) -> SandboxConfig:
     config = db.session.get(SandboxConfig, config_id)
