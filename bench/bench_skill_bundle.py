@@ -2,15 +2,15 @@
 bare `zipfile` read of the same archive (every member read fully), in the same run.
 
 Not a test (nothing asserts a time). The archive is built once in a temp directory: a
-SKILL.md plus BENCH_FILES members of 1 MiB each, half random bytes (incompressible, stored
-deflated as they come) and half generated text (compressible), so the archive holds about
-100 MB. Each of BENCH_RUNS rounds times both readers from the file on disk, alternating
-which goes first; the table shows the median round. Peak memory is tracemalloc's peak of
+SKILL.md plus BENCH_FILES (140) members of 1 MiB each, half random bytes (incompressible)
+and half generated text (compressible), so the archive holds about 100 MB.
+Each of BENCH_RUNS rounds times both readers from the file on disk, alternating which goes
+first; the table shows the median round. Peak memory is tracemalloc's peak of
 Python allocations during the call, and the process's maximum RSS (getrusage) at the end.
 
     .venv/bin/python bench/bench_skill_bundle.py      # or: make bench / bash scripts/bench.sh
 
-Env: BENCH_FILES (100), BENCH_RUNS (5); BENCH_NO_DOCS=1 skips writing docs/benchmarks.md.
+Env: BENCH_FILES (140), BENCH_RUNS (5); BENCH_NO_DOCS=1 skips writing docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ if str(ROOT) not in sys.path:
 
 from app.services import skill_bundles  # noqa: E402
 
-FILES = int(os.environ.get("BENCH_FILES", "100"))
+FILES = int(os.environ.get("BENCH_FILES", "140"))
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
 DOCS = ROOT / "docs" / "benchmarks.md"
 SECTION = "## Skill bundle validation (100 MB)"
