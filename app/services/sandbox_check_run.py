@@ -78,7 +78,7 @@ class Run:
         self.secrets = secret_values(doc)
         self.rows: list[Check] = []
         self.canary = probe.denies_anything(doc)
-        self.total = 6 + int(self.canary)
+        self.total = 5 + int(self.canary)  # rows: control plane .. egress, then the canary
         self.capabilities = registry.capabilities_for(self.kind)
 
     # -- rows -----------------------------------------------------------------------------
