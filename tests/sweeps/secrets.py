@@ -28,9 +28,31 @@ def _sandbox_config(tenant, secret: str) -> None:
     make_sandbox_config(tenant, secret)
 
 
+def _session_traffic_token(tenant, secret: str) -> None:
+    """A session bound to a (fictitious) Cube sandbox whose traffic token is `secret`."""
+    from app.models import BindingState, SandboxSession
+    from app.services import sessions
+    from tests import factories
+    from tests.sweeps.routes import make_sandbox_config
+
+    members = sorted(tenant.memberships, key=lambda m: m.id)
+    owner = members[0].user if members else factories.make_user(
+        f"canary-{uuid.uuid4().hex[:8]}@sweep.test", tenant, "owner")
+    from app.models import SandboxConfig
+
+    config_id = db.session.scalar(select(SandboxConfig.id).where(
+        SandboxConfig.tenant_id == tenant.id)) or make_sandbox_config(tenant)
+    session = sessions.create_session(tenant, owner, config_id, "canary")
+    row = db.session.get(SandboxSession, session.id)
+    row.binding_state, row.sandbox_id, row.provider = BindingState.bound, "cube-canary", "cube"
+    row.traffic_token = secret
+    db.session.commit()
+
+
 # "table.column" -> store `secret` in that column for `tenant` (one row).
 SEEDERS: dict[str, Callable[[Any, str], None]] = {
     "sandbox_configs.config": _sandbox_config,
+    "sandbox_sessions.traffic_token": _session_traffic_token,
 }
 
 
