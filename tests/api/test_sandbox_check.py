@@ -6,6 +6,7 @@ private test internet, the egress canary, and no secret on the job row."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import pytest
@@ -50,8 +51,10 @@ def probe_world(app, tmp_path):
             app.config["SANDBOX_EGRESS_PROBE_URLS"] = saved
 
 
-def docker_doc(image: str = BASE_IMAGE, host: str = "", **extra) -> dict:
+def docker_doc(image: str = BASE_IMAGE, host: str = "", tls_cert_path: str = "",
+               **extra) -> dict:
     return {"sandbox_type": "docker", "docker": {"image": image, "host": host,
+                                                 "tls_cert_path": tls_cert_path,
                                                  "http_timeout_sec": 10}, **extra}
 
 
@@ -339,3 +342,33 @@ def test_the_canary_fails_when_a_denied_target_is_reachable(admin_api, probe_wor
     assert canary["message"] == (f"The policy denies {DENIED}:8080, but the sandbox reached "
                                  "it (HTTP 200).")
     assert data["ok"] is False
+
+
+def test_a_client_that_cannot_be_built_is_the_only_row(admin_api, tmp_path):
+    certs = tmp_path / "no-certs"
+    data = run(admin_api, config=docker_doc(host="tcp://127.0.0.1:9",
+                                            tls_cert_path=str(certs)))
+
+    assert data["checks"] == [{"name": "client_build", "ok": False, "reason": "",
+                               "latency_ms": 0, "message": f"TLS files missing in {certs}: "
+                               "ca.pem, cert.pem, key.pem"}]
+    assert data["ok"] is False
+
+
+def test_a_check_that_outlasts_the_wait_answers_202_and_is_polled(admin_api, monkeypatch):
+    from app.api import system
+
+    monkeypatch.setattr(system, "WAIT_SEC", 0)
+    response = admin_api.post(URL, json={"config": docker_doc()})
+
+    assert response.status_code == 202
+    data = response.json["data"]
+    assert data["status"] in ("pending", "running") and data["checks"] == []
+    job = {}
+    for _ in range(100):
+        job = admin_api.get(f"/api/v1/jobs/{data['job_id']}").json["data"]
+        if job["status"] == "succeeded":
+            break
+        time.sleep(0.2)
+    assert job["status"] == "succeeded"
+    assert [row["name"] for row in job["result"]["checks"]] == SHALLOW
