@@ -6,6 +6,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 trap 'bash scripts/services.sh stop || true' EXIT
 bash scripts/services.sh start
+bash scripts/sandbox-image.sh  # bench_exec runs commands in the sandbox image
 eval "$(bash scripts/services.sh env)"
 export TEST_POSTGRES_URL TEST_REDIS_URL
 
