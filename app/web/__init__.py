@@ -15,4 +15,5 @@ from app.web import (  # noqa: E402,F401
     playground,
     sandbox_check,
     sandboxes,
+    skills,
 )

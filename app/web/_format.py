@@ -74,6 +74,11 @@ _SENTENCES = {
     "sandbox_config.created": "added sandbox config “{name}” ({sandbox_type})",
     "sandbox_config.updated": "updated sandbox config “{name}”",
     "sandbox_config.deleted": "deleted sandbox config “{name}”",
+    "skill_catalog.created": "added skill “{name}” to the catalog",
+    "skill_catalog.updated": "registered a new bundle of skill “{name}”",
+    "skill_catalog.deleted": "deleted skill “{name}” from the catalog",
+    "skill_catalog.installed": "started installing skill “{name}”",
+    "skill_catalog.categories": "set the categories of skill “{name}”",
     "workspace.scripts_disabled": "turned workspace scripts off",
     "workspace.scripts_enabled": "turned workspace scripts back on",
 }

@@ -120,6 +120,26 @@
     }
   });
 
+  // Skill upload: the form's <progress> follows the request body as htmx sends it (upload
+  // and response both report progress; the bar never goes back).
+  document.addEventListener("htmx:xhr:progress", function (event) {
+    var box = event.target.querySelector && event.target.querySelector("[data-upload-progress]");
+    if (!box || !event.detail.lengthComputable || !event.detail.total) return;
+    var bar = box.querySelector("progress");
+    var percent = Math.max(Number(bar.value), Math.round(100 * event.detail.loaded / event.detail.total));
+    bar.value = percent;
+    box.hidden = false;
+    box.querySelector("[data-upload-label]").textContent = percent < 100 ? "Uploading… " + percent + "%" : "Sent; checking the skill…";
+  });
+
+  // Skill file tree: the file picked is the current one.
+  document.addEventListener("click", function (event) {
+    var file = event.target.closest("[data-tree-file]");
+    if (!file) return;
+    document.querySelectorAll("[data-tree-file][aria-current]").forEach(function (other) { other.removeAttribute("aria-current"); });
+    file.setAttribute("aria-current", "true");
+  });
+
   // Close the workspace switcher when clicking elsewhere.
   document.addEventListener("click", function (event) {
     document.querySelectorAll("details.switcher[open]").forEach(function (menu) {

@@ -159,6 +159,7 @@ def test_viewer_sees_no_admin_navigation(page, world):
     assert page.get_by_role("button", name="Export audit log").count() == 0
     assert page.get_by_role("link", name="Sandboxes", exact=True).count() == 1
     assert page.get_by_role("link", name="Playground", exact=True).count() == 1
+    assert page.get_by_role("link", name="Skills", exact=True).count() == 1
     soon = page.locator(".nav-item.is-disabled")
-    assert soon.count() == 2
+    assert soon.count() == 1
     assert soon.first.get_attribute("title") == "Arrives in a later release"
