@@ -2,8 +2,9 @@
 
 A private "internet" lives in a network namespace this module creates: one veth to the
 host, HTTP servers answering with the address they were reached on (public-looking
-TEST-NET-3 addresses, a private 192.168.213.10 and a fake metadata 169.254.169.254) and
-a test DNS server (zone below) that logs every query it sees. The resolver's upstream
+198.18.0.0/24 addresses -- not TEST-NET-3, where this workplace's package registries
+live: a connected route for it would cut the host off them -- a private 192.168.213.10
+and a fake metadata 169.254.169.254) and a test DNS server (zone below) that logs every query it sees. The resolver's upstream
 is that server, and the sandboxes' subnets come from a test pool, so no real DNS is used.
 
 Nothing may leave this machine even if enforcement were broken: traffic from the test
@@ -49,15 +50,15 @@ NETNS, VETH_HOST, VETH_NS = "sandlot-egress-test", "sltw-host", "sltw-ns"
 ROUTE_TABLE = "52113"
 RULE_PREF = "5213"
 POOL = "10.214.0.0/16"  # sandbox subnets in this module
-HOST_IP = "203.0.113.1"  # the host's end of the veth
-A, B = "203.0.113.10", "203.0.113.11"
-GOOD, BAD, SVC_SUB, SVC_APEX, SHORT, CNAMED = (f"203.0.113.{n}" for n in range(20, 26))
-DNS_IP = "203.0.113.53"
+HOST_IP = "198.18.0.1"  # the host's end of the veth
+A, B = "198.18.0.10", "198.18.0.11"
+GOOD, BAD, SVC_SUB, SVC_APEX, SHORT, CNAMED = (f"198.18.0.{n}" for n in range(20, 26))
+DNS_IP = "198.18.0.53"
 PRIVATE_IP = "192.168.213.10"
 METADATA_IP = "169.254.169.254"
 NS_ADDRESSES = [f"{ip}/24" for ip in (A, B, GOOD, BAD, SVC_SUB, SVC_APEX, SHORT, CNAMED,
                                       DNS_IP)] + [f"{PRIVATE_IP}/32", f"{METADATA_IP}/32"]
-ROUTES = ["203.0.113.0/24", "192.168.213.0/24", f"{METADATA_IP}/32"]
+ROUTES = ["198.18.0.0/24", "192.168.213.0/24", f"{METADATA_IP}/32"]
 HTTP_PORT = 8080
 WORLD_LOCK = Path("/run/lock/sandlot-egress-tests.lock")
 ZONE = {
@@ -631,7 +632,7 @@ def test_policy_splits_allow_out_and_keeps_private_ranges_closed_unless_named():
     assert not egress.allows_name("svc.example") and not egress.allows_name("xsvc.example")
     broad = EgressPolicy.from_resolved(ResolvedNetworkPolicy(allow_out=("0.0.0.0/0",)))
     assert broad.private_allow == () and not broad.deny_all
-    assert learnable("203.0.113.5")
+    assert learnable("198.18.0.5")
     assert not any(learnable(ip) for ip in ("10.0.0.1", "172.16.0.1", "192.168.1.1",
                                             "100.64.0.1", "127.0.0.1", "169.254.169.254"))
 
