@@ -4,8 +4,9 @@ A private "internet" lives in a network namespace this module creates: one veth 
 host, HTTP servers answering with the address they were reached on (public-looking
 198.18.0.0/24 addresses -- not TEST-NET-3, where this workplace's package registries
 live: a connected route for it would cut the host off them -- a private 192.168.213.10
-and a fake metadata 169.254.169.254) and a test DNS server (zone below) that logs every query it sees. The resolver's upstream
-is that server, and the sandboxes' subnets come from a test pool, so no real DNS is used.
+and a fake metadata 169.254.169.254) and a test DNS server (zone below) that logs every
+query it sees. The resolver's upstream is that server, and the sandboxes' subnets come
+from a test pool, so no real DNS is used.
 
 Nothing may leave this machine even if enforcement were broken: traffic from the test
 pool is routed by a policy-routing table that knows only the namespace and blackholes
