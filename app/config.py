@@ -55,8 +55,10 @@ class BaseConfig:
     INPROCESS_WORKERS = 2
     # Sandbox check (decisions 6): URLs the deep check fetches from inside a sandbox, in
     # order, comma-separated; the first that answers proves egress.
+    # PyPI first: a sandbox that cannot reach its package registry cannot install skills.
     SANDBOX_EGRESS_PROBE_URLS = _env("SANDBOX_EGRESS_PROBE_URLS",
-                                     "https://www.baidu.com,https://1.1.1.1")
+                                     "https://pypi.org/simple/,https://www.baidu.com,"
+                                     "https://1.1.1.1")
     # Development only: where generated keys are kept when none are configured.
     INSTANCE_PATH = str(INSTANCE)
     GENERATE_MISSING_KEYS = False
