@@ -11,7 +11,6 @@ from pydantic import Field
 from app.api import bp
 from app.api._core import Out, Strict, doc, ok, parse_body, project
 from app.auth.guards import guard
-from app.errors import NotFound
 from app.models import Role, SandboxSession
 from app.services import sessions
 from app.tenancy import current_tenant
@@ -100,9 +99,7 @@ def delete_session(session_id):
 def exec_in_session(session_id):
     body = parse_body(ExecIn)
     session = _own(str(session_id))
-    if body.skill:  # skill installs arrive with the install pipeline; none can exist yet
-        raise NotFound(f"No skill named {body.skill!r} is installed on this session's config.")
     outcome = sessions.exec_command(current_tenant(), g.principal.user, session, body.command,
-                                    body.timeout_sec)
+                                    body.timeout_sec, skill=body.skill)
     return ok(project(ExecOut, outcome))
 

@@ -31,6 +31,7 @@ from app.backends.base import (
 from app.errors import Forbidden, NotFound, Unavailable, ValidationFailed
 from app.extensions import db
 from app.models import BindingState, SandboxConfig, SandboxSession, Tenant, User
+from app.models.skill import InstalledSkill, InstallStatus
 from app.models.types import utcnow
 from app.services import audit, sandbox_doc
 from app.services.sandbox_configs import backend_for, cordoned
@@ -105,8 +106,12 @@ def delete_session(tenant: Tenant, user: User, session: SandboxSession) -> None:
 # -- execution ----------------------------------------------------------------------------
 
 def exec_command(tenant: Tenant, user: User, session: SandboxSession, command: str,
-                 timeout_sec: int | None = None) -> ExecOutcome:
-    """Run `command` in the session's sandbox, creating or resuming it first."""
+                 timeout_sec: int | None = None, skill: str | None = None) -> ExecOutcome:
+    """Run `command` in the session's sandbox, creating or resuming it first.
+
+    With `skill`, the command runs in that installed skill's directory with the skill
+    runtime names (reference 9.3) in its environment.
+    """
     _check_command(command, timeout_sec)
     if tenant.scripts_disabled:
         raise Forbidden("Script execution is turned off for this workspace.",
@@ -116,19 +121,41 @@ def exec_command(tenant: Tenant, user: User, session: SandboxSession, command: s
         raise cordoned()
     doc = config.config
     timeout = timeout_sec or doc.get("default_timeout_sec") or DEFAULT_EXEC_TIMEOUT
+    env, cwd = skill_runtime(config, skill) if skill else ({}, None)
     with _provider():
         backend = _backend(session, doc)
         sandbox_id, reused = ensure_sandbox(session, config, backend)
         try:
-            result = backend.exec(sandbox_id, command, timeout_sec=timeout,
+            result = backend.exec(sandbox_id, command, cwd=cwd, env=env, timeout_sec=timeout,
                                   output_limit=OUTPUT_LIMIT)
         except SandboxNotFound:  # it died between the check and the exec: replace it once
             _unbind(session)
             sandbox_id, reused = ensure_sandbox(session, config, backend)
-            result = backend.exec(sandbox_id, command, timeout_sec=timeout,
+            result = backend.exec(sandbox_id, command, cwd=cwd, env=env, timeout_sec=timeout,
                                   output_limit=OUTPUT_LIMIT)
     _touch(session)
     return _outcome(result, sandbox_id, reused)
+
+
+SKILLS_ROOT = "/opt/weknora/tenant/skills"
+OUTPUT_DIR, INPUT_DIR = "/workspace/output", "/workspace/input"
+
+
+def skill_runtime(config: SandboxConfig, name: str) -> tuple[dict[str, str], str]:
+    """The environment and working directory of a run of installed skill `name`.
+
+    The names stay the reference's (WEKNORA_*) so skills written for it run unchanged.
+    """
+    installed = db.session.scalar(select(InstalledSkill).where(
+        InstalledSkill.sandbox_config_id == config.id, InstalledSkill.name == name,
+        InstalledSkill.enabled.is_(True), InstalledSkill.status == InstallStatus.ready))
+    if installed is None:
+        raise NotFound(f"No ready skill named {name!r} is installed on this sandbox config.")
+    skill_dir = f"{SKILLS_ROOT}/{installed.name}"
+    env = {"WEKNORA_SKILL_DIR": skill_dir, "WEKNORA_SKILL_OUTPUT_DIR": OUTPUT_DIR,
+           "WEKNORA_SKILL_HISTORY_ROOT": OUTPUT_DIR, "WEKNORA_SESSION_INPUT_DIR": INPUT_DIR,
+           "NODE_PATH": f"{skill_dir}/node_modules"}
+    return env, skill_dir
 
 
 def ensure_sandbox(session: SandboxSession, config: SandboxConfig,

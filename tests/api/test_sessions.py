@@ -226,3 +226,33 @@ def test_nul_in_title_is_a_field_error(world):
                            json={"sandbox_config_id": config["id"], "title": "a\u0000b"})
     assert response.status_code == 400
     assert response.json["error"]["data"]["errors"][0]["field"] == "title"
+
+
+def test_exec_with_a_ready_skill_runs_in_its_dir_with_the_runtime_names(world, engine):
+    import uuid as _uuid
+
+    from app.models.skill import InstalledSkill, InstallStatus
+    from app.models.types import utcnow
+
+    a, _, config, member, _ = world
+    session_id = open_session(member, config["id"])
+    missing = run(member, session_id, "true", skill="report")
+    assert missing.status_code == 404 and "report" in missing.json["error"]["message"]
+
+    # What the install pipeline leaves behind: a ready row and the skill's files in place.
+    db.session.add(InstalledSkill(id=str(_uuid.uuid4()), tenant_id=a.tenant.id,
+                                  sandbox_config_id=config["id"], name="report", version="1.0.0",
+                                  status=InstallStatus.ready, envs=[], created_at=utcnow(),
+                                  updated_at=utcnow()))
+    db.session.commit()
+    sandbox_id = run(member, session_id, "true").json["data"]["sandbox_id"]
+    engine.exec(sandbox_id, "mkdir -p /opt/weknora/tenant/skills/report", user="root")
+    out = run(member, session_id, 'pwd; echo "$WEKNORA_SKILL_DIR $WEKNORA_SKILL_OUTPUT_DIR '
+              '$WEKNORA_SESSION_INPUT_DIR $WEKNORA_SKILL_HISTORY_ROOT $NODE_PATH"',
+              skill="report").json["data"]
+    assert out["stdout"].splitlines() == [
+        "/opt/weknora/tenant/skills/report",
+        "/opt/weknora/tenant/skills/report /workspace/output /workspace/input /workspace/output "
+        "/opt/weknora/tenant/skills/report/node_modules"]
+    plain = run(member, session_id, 'echo "[$WEKNORA_SKILL_DIR]"').json["data"]
+    assert plain["stdout"] == "[]\n"
