@@ -255,6 +255,18 @@ def delete_skill(catalog_id):
 
 # -- files (reference 6.5) ---------------------------------------------------------------
 
+@bp.app_template_filter("bytes")
+def format_bytes(size: int) -> str:
+    """518 B, 66.0 KiB, 6.0 MiB: binary units, as the size limits are stated."""
+    if size < 1024:
+        return f"{size} B"
+    for unit in ("KiB", "MiB", "GiB"):
+        size /= 1024
+        if size < 1024 or unit == "GiB":
+            return f"{size:.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
 @dataclass
 class Node:
     """A file or a folder of the bundle's tree."""
