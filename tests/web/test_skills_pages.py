@@ -147,6 +147,27 @@ def test_chips_show_every_status_with_its_colour(world, login_as):
     assert 'hx-trigger="every 5s"' in body  # in flight: the list re-reads itself
 
 
+def test_a_disabled_install_and_an_orphan_install_are_shown_for_what_they_are(world,
+                                                                              login_as):
+    """A disabled install's chip says so; an install whose definition left the catalog is a
+    synthesised card with nothing to act on (it has no bundle of its own)."""
+    a, _ = world
+    kept, gone = register(a, "kept"), register(a, "gone")
+    config = docker(a, "Alpha")
+    service.install(a.tenant, SYSTEM, kept, [config.id])
+    service.install(a.tenant, SYSTEM, gone, [config.id])
+    for row in db.session.scalars(select(InstalledSkill)):
+        row.status, row.enabled = InstallStatus.ready, row.name != "kept"
+    gone.deleted_at = gone.updated_at
+    db.session.commit()
+    body = text(login_as(a.admin, a.tenant).get("/skills"))
+    assert '<li class="chip chip-ready is-off"' in body and "Ready · off" in body
+    assert "disabled, so agents are not offered it" in body
+    orphan = body.split('aria-labelledby="skill-', 1)[1].split("</article>", 1)[0]
+    assert "gone" in orphan and "Not in catalog" in orphan and "/install" not in orphan
+    assert "/files" not in orphan and "/delete" not in orphan
+
+
 def test_a_settled_list_does_not_poll(world, login_as):
     a, _ = world
     entry = register(a)
