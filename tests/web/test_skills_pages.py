@@ -476,6 +476,7 @@ def test_the_viewer_previews_images_and_names_binaries_and_truncation(world, log
     ("/etc/passwd", 400, "Invalid skill file path"),
     ("scripts\\run.py", 400, "Invalid skill file path"),
     ("nope.md", 404, "Skill file not found"),
+    ("Docs/README.MD", 404, "Skill file not found"),
 ])
 def test_a_bad_path_shows_its_error(world, login_as, path, status, message):
     a, _ = world
@@ -484,6 +485,7 @@ def test_a_bad_path_shows_its_error(world, login_as, path, status, message):
                                                query_string={"path": path})
     assert response.status_code == status
     assert message in text(response) and "tree-list" in text(response)
+    assert f'<span class="file-path mono">{path}</span>' in text(response)
 
 
 # -- delete ---------------------------------------------------------------------------------------
