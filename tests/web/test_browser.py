@@ -5,9 +5,7 @@ Each journey leaves a screenshot in docs/screenshots/ (1280x800) for the README 
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,29 +16,14 @@ from tests import factories
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = os.environ.get("SANDLOT_CHROMIUM", "/usr/bin/chromium")
 SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", "--no-first-run"]
 WORKSPACE = "Acme Research"
 KEY_TEXT = re.compile(r"sl_[0-9a-f]{8}_[A-Za-z0-9_\-]{20,}")
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM} (set SANDLOT_CHROMIUM)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        yield browser
-        browser.close()
-
-
 @pytest.fixture
-def page(browser, live_server):
-    context = browser.new_context(viewport={"width": 1280, "height": 800}, base_url=live_server,
+def page(chromium, live_server):
+    context = chromium.new_context(viewport={"width": 1280, "height": 800}, base_url=live_server,
                                   permissions=["clipboard-read", "clipboard-write"])
     page = context.new_page()
     page.set_default_timeout(10_000)

@@ -4,8 +4,6 @@ from the editor drawer, against the real local engine; leaves sandbox-check.png.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -13,31 +11,12 @@ from app.services import audit, demo
 from app.services import sandbox_configs as service
 from tests import factories
 from tests.backends.conftest import require_docker
-from tests.web.test_browser import CHROMIUM, LAUNCH_ARGS, shot, sign_in
+from tests.web.test_browser import shot, sign_in
 
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[object]:
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM} (set SANDLOT_CHROMIUM)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def tab(chromium, live_server):
-    context = chromium.new_context(viewport={"width": 1280, "height": 800}, base_url=live_server)
-    page = context.new_page()
-    page.set_default_timeout(20_000)
-    page.on("dialog", lambda dialog: dialog.accept())  # hx-confirm
-    yield page
-    context.close()
+TAB_TIMEOUT_MS = 20_000  # read by the shared `tab` fixture
 
 
 @pytest.fixture

@@ -8,8 +8,6 @@ import io
 import os
 import re
 import zipfile
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -22,7 +20,7 @@ from app.services import skills as service
 from tests import factories
 from tests.fakes import skill_registry
 from tests.fakes.skill_archives import PNG, make_zip, skill_md
-from tests.web.test_browser import CHROMIUM, LAUNCH_ARGS, SHOTS, shot, sign_in
+from tests.web.test_browser import SHOTS, shot, sign_in
 
 pytestmark = pytest.mark.browser
 bundle_dir = skill_registry.bundle_dir  # fixture
@@ -58,26 +56,7 @@ Load a CSV or Excel file, profile its columns and chart what matters.
 """
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[object]:
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM} (set SANDLOT_CHROMIUM)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def tab(chromium, live_server):
-    context = chromium.new_context(viewport={"width": 1280, "height": 800}, base_url=live_server)
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    page.on("dialog", lambda dialog: dialog.accept())  # hx-confirm
-    yield page
-    context.close()
+TAB_TIMEOUT_MS = 15_000  # read by the shared `tab` fixture
 
 
 @pytest.fixture
