@@ -56,7 +56,7 @@ def test_secrets_are_encrypted_at_rest(admin_api):
     raw = db.session.execute(
         select(SandboxConfig.__table__.c.config.cast(db.Text)).where(SandboxConfig.id == data["id"])
     ).scalar_one()
-    assert E2B_KEY not in raw and "env-secret-1" not in raw and "e2b" not in raw
+    assert E2B_KEY not in raw and "env-secret-1" not in raw and "sandbox_type" not in raw
 
 
 def test_list_has_kill_switch_sibling_and_only_live_rows(admin_api):
