@@ -52,6 +52,7 @@ from app.backends.base import (
 from app.backends.docker_files import DockerFiles, user_name
 from app.backends.docker_io import DockerSettings
 from app.backends.egress import manager as egress
+from app.backends.sandbox_paths import is_ours as _ours
 
 SNAPSHOT_REPO = "sandlot/snapshot"
 SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
@@ -75,10 +76,6 @@ def _iso(created: Any) -> str | None:
         return datetime.strptime(created[:19], "%Y-%m-%dT%H:%M:%S").replace(
             tzinfo=UTC).isoformat()
     return None
-
-
-def _ours(labels: dict[str, str] | None) -> bool:
-    return any(key.startswith(METADATA_PREFIX) for key in (labels or {}))
 
 
 def _metadata(labels: dict[str, str] | None) -> dict[str, str]:

@@ -21,10 +21,10 @@ from app.backends.base import (
     SandboxNotFound,
     SandboxPathNotFound,
 )
+from app.backends.sandbox_paths import CHECK_READ, PREPARE_WRITE, abs_path
 
 SANDBOX_USER = "sandbox"
 USER_IDS = {"sandbox": 1000, "root": 0}
-WORKDIR = "/workspace"
 FILE_OP_LIMIT = 16 << 20
 MAX_READ_BYTES = 64 << 20
 MAX_SYMLINK_HOPS = 8
@@ -39,24 +39,6 @@ for f in * .[!.]* ..?*; do
   else printf 'f\0%s\0%s\0' "$(stat -c %s -- "$f" 2>/dev/null || echo 0)" "$f"; fi
 done
 """
-PREPARE_WRITE = r"""
-mkdir -p -- "$1" || exit 1
-[ -w "$1" ] || { echo "$1: permission denied" >&2; exit 1; }
-[ ! -d "$2" ] || { echo "$2: is a directory" >&2; exit 1; }
-[ ! -e "$2" ] || [ -w "$2" ] || { echo "$2: permission denied" >&2; exit 1; }
-"""
-CHECK_READ = r"""
-[ -e "$1" ] || exit 3
-[ ! -d "$1" ] || { echo "$1: is a directory" >&2; exit 1; }
-[ -r "$1" ] || { echo "$1: permission denied" >&2; exit 1; }
-"""
-
-
-def abs_path(path: str) -> str:
-    """Relative paths are relative to the working dir."""
-    if not path or "\0" in path:
-        raise BackendError("invalid path")
-    return posixpath.normpath(posixpath.join(WORKDIR, path))
 
 
 def user_name(user: str | None) -> str:

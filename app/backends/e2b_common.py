@@ -47,7 +47,6 @@ from packaging.version import Version
 from app.backends import e2b_io
 from app.backends.base import (
     LIVE_STATES,
-    METADATA_PREFIX,
     BackendError,
     BackendTimeout,
     Capabilities,
@@ -61,8 +60,9 @@ from app.backends.base import (
     TemplateInfo,
 )
 from app.backends.e2b_io import ENVD_PORT, E2BSettings
+from app.backends.sandbox_paths import CHECK_READ, PREPARE_WRITE, WORKDIR, abs_path
+from app.backends.sandbox_paths import is_ours as _ours
 
-WORKDIR = "/workspace"
 DENY_ALL = "0.0.0.0/0"
 SNAPSHOT_NAME_MAX = 128
 LIST_PAGE = 100
@@ -78,30 +78,12 @@ STATES = {
     "killed": SandboxState.terminal,
 }
 
-# Checks run as the requesting user before envd (root) acts; "$1"/"$2" are paths.
-# Exit 3 means "no such path".
-PREPARE_WRITE = r"""
-mkdir -p -- "$1" || exit 1
-[ -w "$1" ] || { echo "$1: permission denied" >&2; exit 1; }
-[ ! -d "$2" ] || { echo "$2: is a directory" >&2; exit 1; }
-[ ! -e "$2" ] || [ -w "$2" ] || { echo "$2: permission denied" >&2; exit 1; }
-"""
-CHECK_READ = r"""
-[ -e "$1" ] || exit 3
-[ ! -d "$1" ] || { echo "$1: is a directory" >&2; exit 1; }
-[ -r "$1" ] || { echo "$1: permission denied" >&2; exit 1; }
-"""
+# Checks run as the requesting user before envd (root) acts (see sandbox_paths).
 CHECK_LIST = r"""
 [ -e "$1" ] || exit 3
 [ -d "$1" ] || { echo "$1: not a directory" >&2; exit 1; }
 [ -r "$1" ] && [ -x "$1" ] || { echo "$1: permission denied" >&2; exit 1; }
 """
-
-
-def abs_path(path: str) -> str:
-    if not path or "\0" in path:
-        raise BackendError("invalid path")
-    return posixpath.normpath(posixpath.join(WORKDIR, path))
 
 
 def canonical_deny_out(entries: tuple[str, ...]) -> list[str]:
@@ -118,10 +100,6 @@ def canonical_deny_out(entries: tuple[str, ...]) -> list[str]:
         if entry not in out:
             out.append(entry)
     return out
-
-
-def _ours(metadata: dict[str, str] | None) -> bool:
-    return any(key.startswith(METADATA_PREFIX) for key in (metadata or {}))
 
 
 def _iso(value: Any) -> str | None:
