@@ -304,17 +304,22 @@ redis_start() {
     log "redis ready: 127.0.0.1:$REDIS_PORT"
 }
 
+# SIGTERM `pid` (named `what` in messages) and wait up to `seconds` for it to exit.
+stop_and_wait() {
+    local what="$1" pid="$2" seconds="$3" i=0
+    log "stopping $what (pid $pid)"
+    kill -TERM "$pid"
+    while kill -0 "$pid" 2>/dev/null; do
+        i=$((i + 1))
+        [ "$i" -lt $((seconds * 10)) ] || die "$what (pid $pid) did not stop"
+        sleep 0.1
+    done
+}
+
 redis_stop() {
     local pid
     if pid="$(redis_pid)"; then
-        log "stopping redis (pid $pid)"
-        kill -TERM "$pid"
-        local i=0
-        while kill -0 "$pid" 2>/dev/null; do
-            i=$((i + 1))
-            [ "$i" -lt $((WAIT * 10)) ] || die "redis (pid $pid) did not stop"
-            sleep 0.1
-        done
+        stop_and_wait redis "$pid" "$WAIT"
         rm -f "$REDIS_PIDFILE"
     else
         log "redis not running"
@@ -469,15 +474,8 @@ docker_start() {
 docker_stop() {
     local pid
     if pid="$(dockerd_pid)"; then
-        log "stopping dockerd (pid $pid)"
-        kill -TERM "$pid"
         # dockerd stops its containers first (up to 15 s each, in parallel).
-        local i=0
-        while kill -0 "$pid" 2>/dev/null; do
-            i=$((i + 1))
-            [ "$i" -lt $((DOCKER_WAIT * 10)) ] || die "dockerd (pid $pid) did not stop"
-            sleep 0.1
-        done
+        stop_and_wait dockerd "$pid" "$DOCKER_WAIT"
         rm -f "$DOCKERD_PIDFILE"
     elif docker_answers; then
         log "dockerd not started by this script; leaving it running"
