@@ -53,6 +53,9 @@ class BaseConfig:
     JOB_HEARTBEAT_SECONDS = 5
     JOB_REAP_GRACE_SECONDS = 60
     INPROCESS_WORKERS = 2
+    # How often the embedded worker's reaper fails silent jobs and pauses idle sandboxes;
+    # 0 turns it off (tests run the reaper explicitly, never behind another test's back).
+    INPROCESS_REAPER_SECONDS = 30
     # Sandbox check (decisions 6): URLs the deep check fetches from inside a sandbox, in
     # order, comma-separated; the first that answers proves egress.
     # PyPI first: a sandbox that cannot reach its package registry cannot install skills.
@@ -106,6 +109,7 @@ class TestingConfig(BaseConfig):
     REDIS_URL = None
     JWT_TTL_SECONDS = 900
     PASSWORD_HASH_METHOD = "pbkdf2:sha256:1000"  # fixtures hash many passwords
+    INPROCESS_REAPER_SECONDS = 0
     # The sandbox's own loopback: a deep check in a test never probes beyond the machine.
     SANDBOX_EGRESS_PROBE_URLS = "http://127.0.0.1:9/"
     # No test traffic leaves the machine: registries on a closed loopback port, no DNS.

@@ -22,6 +22,11 @@ export TEST_POSTGRES_URL TEST_REDIS_URL SANDBOX_EGRESS_STATE_DIR SANDBOX_DNS_UPS
 export SANDLOT_CHROMIUM="${SANDLOT_CHROMIUM:-/usr/bin/chromium}"
 unset TEST_DATABASE_URL
 
+# Random test order (pytest-randomly), one seed for both passes, printed so a failure that
+# depends on order can be replayed: SANDLOT_TEST_SEED=<seed> make test.
+SEED="${SANDLOT_TEST_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}"
+echo "==> random test order, seed $SEED (replay: SANDLOT_TEST_SEED=$SEED make test)"
+
 results=()
 failed=0
 
@@ -47,10 +52,10 @@ step "sandbox images" bash scripts/sandbox-image.sh
 # Same commands as `make lint`, run as two steps so both always report.
 step "ruff" .venv/bin/ruff check app tests bench
 step "lint-imports" .venv/bin/lint-imports
-step "pytest (sqlite)" env -u TEST_DATABASE_URL \
-    "$PY" -m pytest -p no:cacheprovider -q
-step "pytest (postgres)" env TEST_DATABASE_URL="$TEST_POSTGRES_URL" \
-    "$PY" -m pytest -p no:cacheprovider -q
+step "pytest (sqlite, seed $SEED)" env -u TEST_DATABASE_URL \
+    "$PY" -m pytest -p no:cacheprovider -p randomly -q --randomly-seed="$SEED"
+step "pytest (postgres, seed $SEED)" env TEST_DATABASE_URL="$TEST_POSTGRES_URL" \
+    "$PY" -m pytest -p no:cacheprovider -p randomly -q --randomly-seed="$SEED"
 
 echo
 echo "==> summary"

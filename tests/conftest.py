@@ -10,17 +10,22 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 from werkzeug.serving import make_server
+from werkzeug.wsgi import ClosingIterator
 
 from app import create_app
 from app.extensions import db
-from app.models import Role, Tenant, User
+from app.models import Job, Role, Tenant, User
 from app.security import tokens
 from tests import factories
 
 CSRF_META = re.compile(r'<meta name="csrf-token" content="([^"]+)"')
+# How long cleanup waits for a test's jobs and requests before it names them and fails.
+SETTLE_SECONDS = 120
 
 
 def database_url(tmp_path_factory) -> str:
@@ -51,12 +56,19 @@ class IsolatedClient(FlaskClient):
 
 
 @pytest.fixture(scope="session")
-def app_factory(db_url):
+def built_apps() -> list[Flask]:
+    """Every app built in this run; their background work is settled after each test."""
+    return []
+
+
+@pytest.fixture(scope="session")
+def app_factory(db_url, built_apps):
     """Build a testing app on the test database, with optional config overrides."""
 
     def build(**overrides):
         app = create_app({"ENV": "testing", "SQLALCHEMY_DATABASE_URI": db_url, **overrides})
         app.test_client_class = IsolatedClient
+        built_apps.append(app)
         return app
 
     return build
@@ -71,24 +83,87 @@ def app(app_factory):
     return app
 
 
+@pytest.fixture(scope="session")
+def cleanup_state() -> dict[str, bool]:
+    """Whether the database may hold a previous test's rows (its cleanup did not finish)."""
+    return {"dirty": False}
+
+
 @pytest.fixture(autouse=True)
-def _context(app) -> Iterator[None]:
-    """Every test runs in an app context and leaves every table empty."""
+def _context(app, built_apps, cleanup_state) -> Iterator[None]:
+    """Every test runs in an app context on an empty database, and leaves nothing running.
+
+    Cleanup settles the test's background work first (requests still in flight on the live
+    server, jobs on every app's in-process pool), then empties every table. If a test's
+    cleanup fails, the next test repeats it before its own setup, so one failure never
+    turns into a cascade of unrelated errors.
+    """
     with app.app_context():
+        if cleanup_state["dirty"]:
+            settle_and_wipe(app, built_apps, cleanup_state)
         yield
         db.session.remove()
-        wipe(app)
+        settle_and_wipe(app, built_apps, cleanup_state)
 
 
-def wipe(app) -> None:
+def settle_and_wipe(app, built_apps, cleanup_state) -> None:
+    cleanup_state["dirty"] = True
+    db.session.remove()
+    still_running = settle(built_apps)
+    if still_running:
+        pytest.fail(f"work still running after the test ended: {still_running}; "
+                    f"a test must wait for what it starts", pytrace=False)
+    wipe(app)
+    cleanup_state["dirty"] = False
+
+
+def settle(built_apps, seconds: float = SETTLE_SECONDS) -> list[str]:
+    """Wait for the live server's in-flight requests and every in-process job; name what
+    is still running after `seconds`."""
+    leftovers = []
+    if _LIVE["server"] is not None and not _LIVE["server"].wait_idle(seconds):
+        leftovers.append(f"{_LIVE['server'].in_flight} live-server request(s)")
+    for built in built_apps:
+        dispatcher = built.extensions["sandlot_dispatcher"]
+        if hasattr(dispatcher, "drain"):
+            leftovers += [describe_job(built, job_id) for job_id in dispatcher.drain(seconds)]
+    return leftovers
+
+
+def describe_job(app, job_id: str) -> str:
+    with app.app_context():
+        job = db.session.get(Job, job_id)
+        name = f"job {job.kind} {job_id} ({job.status.value})" if job else f"job {job_id}"
+        db.session.remove()
+    return name
+
+
+def wipe(app, lock_timeout: str = "10s") -> None:
+    """Empty every table. On PostgreSQL a lock held by a straggler fails fast, naming it,
+    instead of waiting (or deadlocking) on it."""
     tables = list(reversed(db.metadata.sorted_tables))
     with db.engine.begin() as conn:
         if conn.dialect.name == "postgresql":
+            conn.execute(text(f"SET LOCAL lock_timeout = '{lock_timeout}'"))
             names = ", ".join(t.name for t in tables)
-            conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+            try:
+                conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+            except OperationalError as exc:
+                raise RuntimeError(f"cleanup could not lock the tables: {lock_holders(app)}") \
+                    from exc
         else:
             for table in tables:
                 conn.execute(table.delete())
+
+
+def lock_holders(app) -> str:
+    """The other sessions of this database and what they run (for a cleanup failure)."""
+    with db.engine.connect() as conn:
+        rows = conn.execute(text(
+            "SELECT pid, state, left(query, 120) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )).all()
+    return "; ".join(f"pid {pid} {state}: {query}" for pid, state, query in rows) or "none"
 
 
 @pytest.fixture
@@ -177,14 +252,50 @@ def key_client(app):
     return make
 
 
+class LiveServer:
+    """The app over real HTTP on loopback, counting requests still being served, so a
+    test's cleanup can wait for the last one (a poll fired as the tab closed) to end."""
+
+    def __init__(self, app):
+        self.app = app
+        self.in_flight = 0
+        self._idle = threading.Condition()
+        self.server = make_server("127.0.0.1", 0, self, threaded=True)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+
+    def __call__(self, environ, start_response):
+        with self._idle:
+            self.in_flight += 1
+        try:
+            body = self.app(environ, start_response)
+        except BaseException:
+            self._done()
+            raise
+        return ClosingIterator(body, [self._done])
+
+    def _done(self) -> None:
+        with self._idle:
+            self.in_flight -= 1
+            self._idle.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        with self._idle:
+            return self._idle.wait_for(lambda: self.in_flight == 0, timeout)
+
+
+_LIVE: dict[str, LiveServer | None] = {"server": None}
+
+
 @pytest.fixture(scope="session")
 def live_server(app) -> Iterator[str]:
     """The app served over real HTTP on loopback, for Playwright and schemathesis."""
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    live = LiveServer(app)
+    thread = threading.Thread(target=live.server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
+    _LIVE["server"] = live
+    yield live.url
+    _LIVE["server"] = None
+    live.server.shutdown()
 
 
 ROLES = list(Role)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from flask import Flask
 
@@ -89,9 +89,27 @@ class InProcessDispatcher:
         self._pool: ThreadPoolExecutor | None = None
         self._reaper_stop: threading.Event | None = None
         self._lock = threading.Lock()
+        self._in_flight: dict[str, Future] = {}
 
     def submit(self, job_id: str, timeout: int) -> None:
-        self._ensure_started().submit(self._run, job_id)
+        future = self._ensure_started().submit(self._run, job_id)
+        with self._lock:
+            self._in_flight[job_id] = future
+        future.add_done_callback(lambda _: self._forget(job_id, future))
+
+    def _forget(self, job_id: str, future: Future) -> None:
+        with self._lock:
+            if self._in_flight.get(job_id) is future:
+                del self._in_flight[job_id]
+
+    def drain(self, timeout: float) -> list[str]:
+        """Wait up to `timeout` seconds for every submitted job to end; return the ids of
+        those still queued or running (empty when the pool is idle)."""
+        with self._lock:
+            pending = dict(self._in_flight)
+        if pending:
+            wait(pending.values(), timeout=timeout)
+        return [job_id for job_id, future in pending.items() if not future.done()]
 
     def _run(self, job_id: str) -> None:
         from app.jobs.runner import run_job
@@ -119,19 +137,21 @@ class InProcessDispatcher:
             if self._pool is None:
                 workers = self.app.config["INPROCESS_WORKERS"]
                 self._pool = ThreadPoolExecutor(workers, thread_name_prefix="sandlot-job")
-                self._reaper_stop = threading.Event()
-                start_reaper(self.app, stop=self._reaper_stop)
+                interval = self.app.config["INPROCESS_REAPER_SECONDS"]
+                if interval:
+                    self._reaper_stop = threading.Event()
+                    start_reaper(self.app, interval=interval, stop=self._reaper_stop)
             return self._pool
 
     def shutdown(self) -> None:
         """Wait for running jobs and stop the reaper (tests, and a clean process exit)."""
-        with self._lock:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
-                self._pool = None
-            if self._reaper_stop is not None:
-                self._reaper_stop.set()
-                self._reaper_stop = None
+        with self._lock:  # released before waiting: finishing jobs take it to forget themselves
+            pool, self._pool = self._pool, None
+            stop, self._reaper_stop = self._reaper_stop, None
+        if stop is not None:
+            stop.set()
+        if pool is not None:
+            pool.shutdown(wait=True)
 
 
 def start_reaper(app: Flask, interval: float = 30.0,

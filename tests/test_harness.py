@@ -1,0 +1,60 @@
+"""The test harness itself: no test leaves work running past its end, and a cleanup that
+meets a straggler fails fast and names it instead of deadlocking (issue: PostgreSQL's
+TRUNCATE deadlocked against an audit export still running on the in-process pool)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+from sqlalchemy import text
+
+from app.extensions import db
+from app.models import Job, JobStatus
+from app.services import jobs as job_service
+from tests.conftest import settle, wipe
+from tests.jobs import kinds
+
+
+def test_settle_waits_for_the_job_a_request_started(two_tenants, bearer, built_apps):
+    a, _ = two_tenants
+    response = bearer(a.admin, a.tenant).post("/api/v1/audit/export")
+    job_id = response.json["data"]["job"]["id"]
+
+    assert settle(built_apps) == []
+
+    db.session.expire_all()
+    assert db.session.get(Job, job_id).status == JobStatus.succeeded
+
+
+def test_settle_names_a_job_that_outlives_it(two_tenants, built_apps):
+    a, _ = two_tenants
+    gate = f"harness-{uuid.uuid4().hex[:8]}"
+    kinds.GATES[gate] = threading.Event()
+    job = job_service.enqueue("tests.block", tenant_id=a.tenant.id, actor_id=None,
+                              params={"gate": gate})
+    try:
+        leftovers = settle(built_apps, seconds=0.2)
+        assert len(leftovers) == 1
+        assert "tests.block" in leftovers[0] and job.id in leftovers[0]
+    finally:
+        kinds.GATES[gate].set()
+    assert settle(built_apps) == []
+
+
+def test_wipe_fails_fast_naming_who_holds_the_lock(app, two_tenants):
+    if db.engine.dialect.name != "postgresql":
+        pytest.skip("SQLite has no table locks to wait on")
+    holder = db.engine.connect()
+    transaction = holder.begin()
+    holder.execute(text("LOCK TABLE tenants IN ACCESS SHARE MODE"))
+    started = time.monotonic()
+    try:
+        with pytest.raises(RuntimeError, match="LOCK TABLE tenants"):
+            wipe(app, lock_timeout="300ms")
+    finally:
+        transaction.rollback()
+        holder.close()
+    assert time.monotonic() - started < 5
