@@ -12,15 +12,17 @@ from dataclasses import dataclass
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from sqlalchemy import text
+from sqlalchemy import select, text
 from sqlalchemy.exc import OperationalError
 from werkzeug.serving import make_server
 from werkzeug.wsgi import ClosingIterator
 
 from app import create_app
+from app.errors import AppError
 from app.extensions import db
-from app.models import Job, Role, Tenant, User
+from app.models import Job, Role, SandboxSession, Tenant, User
 from app.security import tokens
+from app.services import sessions
 from tests import factories
 
 CSRF_META = re.compile(r'<meta name="csrf-token" content="([^"]+)"')
@@ -113,8 +115,21 @@ def settle_and_wipe(app, built_apps, cleanup_state) -> None:
     if still_running:
         pytest.fail(f"work still running after the test ended: {still_running}; "
                     f"a test must wait for what it starts", pytrace=False)
+    end_sessions()
     wipe(app)
     cleanup_state["dirty"] = False
+
+
+def end_sessions() -> None:
+    """End every session a test left, through the service, so no sandbox outlives its rows
+    (a later test reusing the ids would otherwise recover it by its labels)."""
+    for session in db.session.scalars(select(SandboxSession)).all():
+        tenant = db.session.get(Tenant, session.tenant_id)
+        try:
+            sessions.delete_session(tenant, db.session.get(User, session.user_id), session)
+        except AppError:  # an unreachable provider (a fake already stopped): nothing runs there
+            db.session.rollback()
+    db.session.remove()
 
 
 def settle(built_apps, seconds: float = SETTLE_SECONDS) -> list[str]:

@@ -4,16 +4,13 @@ see each run appended to the transcript, end the session. Docker runs are real."
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import select
 
 from app.backends.base import SandboxNotFound
 from app.backends.docker import DockerBackend
-from app.errors import AppError
 from app.extensions import db
-from app.models import Role, SandboxConfig, SandboxSession, Tenant, User
+from app.models import Role, SandboxConfig, SandboxSession
 from app.models.types import utcnow
 from app.services import audit, sessions
 from app.services import sandbox_configs as service
@@ -28,19 +25,6 @@ PRINT_ONE = "python3 -c 'print(1)'"
 def make_config(group, name: str = "Local Docker", doc: dict | None = None) -> SandboxConfig:
     return service.create_config(group.tenant, audit.SystemActor("tests"), name, "",
                                  doc or DOCKER_DOC)
-
-
-@pytest.fixture(autouse=True)
-def _end_sessions() -> Iterator[None]:
-    """Every session a test leaves behind is ended through the service: no container stays."""
-    yield
-    db.session.rollback()
-    for session in db.session.scalars(select(SandboxSession)).all():
-        tenant = db.session.get(Tenant, session.tenant_id)
-        try:
-            sessions.delete_session(tenant, db.session.get(User, session.user_id), session)
-        except AppError:  # an unreachable provider: nothing of ours runs there
-            db.session.rollback()
 
 
 def open_session(client, config: SandboxConfig, title: str = "Try it") -> str:
