@@ -176,8 +176,8 @@ class SafeHTTPClient:
         spool = tempfile.SpooledTemporaryFile(max_size=CHUNK * 16)  # noqa: SIM115 (returned)
         size = 0
         try:
-            while True:
-                connection.sock.settimeout(_remaining(deadline))
+            while not response.isclosed():  # it closes itself once the body is whole
+                connection.socket.settimeout(_remaining(deadline))
                 chunk = response.read(CHUNK)
                 if not chunk:
                     break
@@ -205,7 +205,9 @@ class _Connection(http.client.HTTPConnection):
         super().__init__(host, port, timeout=sock.gettimeout())
         if context is not None:
             sock = context.wrap_socket(sock, server_hostname=host)
-        self.sock = sock
+        # Our own reference: http.client drops `self.sock` as soon as an answer says it will
+        # close (HTTP/1.0, `Connection: close`), while the body is still being read from it.
+        self.sock = self.socket = sock
 
     def connect(self) -> None:  # the socket is already open; never resolve the name again
         if self.sock is None:

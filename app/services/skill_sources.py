@@ -17,7 +17,7 @@ from urllib.parse import quote, urlencode, urljoin, urlsplit
 
 from app.errors import BadRequest
 from app.security.safe_http import BlockedAddress, FetchError, SafeHTTPClient, TooLarge
-from app.services.skill_bundles import sniff
+from app.services.skill_bundles import BundleTooLarge, sniff
 from app.services.skill_manifest import is_semver
 
 MiB = 1024 * 1024
@@ -340,8 +340,8 @@ def fetch(source: str, regs: Registries, client: SafeHTTPClient, limit_mb: int) 
 def _get(client: SafeHTTPClient, url: str, limit_mb: int):
     try:
         return client.get(url, max_bytes=limit_mb * MiB, accept=ACCEPT)
-    except TooLarge:
-        raise invalid(f"skill bundle cannot exceed {limit_mb} MB") from None
+    except TooLarge:  # 413, as an oversize upload (decisions 13)
+        raise BundleTooLarge(limit_mb) from None
     except BlockedAddress as exc:
         raise invalid(f"The skill source is refused: {_truncate(str(exc))}") from None
     except FetchError as exc:

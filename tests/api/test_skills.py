@@ -372,3 +372,16 @@ def test_multipart_without_a_file_is_a_field_error(world):
 def test_an_unknown_content_type_is_415(world):
     response = world["admin"].post(BASE, data="x", content_type="text/plain")
     assert response.status_code == 415
+
+
+def test_a_source_archive_over_the_bundle_limit_is_413_and_stores_nothing(world, sites: Sites,
+                                                                            app, monkeypatch):
+    """Decisions 13: a download over the limit is refused as an oversize upload is."""
+    monkeypatch.setitem(app.config, "MAX_SKILL_BUNDLE_SIZE_MB", 1)
+    monkeypatch.setitem(app.config, "MAX_FILE_SIZE_MB", 1)
+    sites.other.add("/big.zip", b"PK" + b"\0" * (2 << 20), chunked=True)
+    response = world["admin"].post(BASE, json={"source": f"{sites.other.url}/big.zip"})
+    assert response.status_code == 413, response.json
+    assert response.json["error"] == {"code": "payload_too_large",
+                                      "message": "skill bundle cannot exceed 1 MB"}
+    assert count(SkillCatalogEntry) == 0 and not world["dir"].exists()

@@ -4,6 +4,7 @@ for every DNS answer; connections go to the vetted address; size and time are bo
 from __future__ import annotations
 
 import socket
+import threading
 
 import pytest
 
@@ -168,3 +169,66 @@ def test_the_offline_resolver_never_asks_dns():
     assert offline_resolver("[::1]", 80) == ["::1"]
     with pytest.raises(ValueError, match="name resolution is off"):
         offline_resolver("example.com", 443)
+
+
+class RawSite:
+    """A server that answers every request with the exact bytes given, then closes: registries
+    answer in every HTTP dialect, and the client must read each of them."""
+
+    def __init__(self, raw: bytes):
+        self.raw = raw
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        with self.listener:
+            conn, _ = self.listener.accept()
+            with conn:
+                request = b""
+                while b"\r\n\r\n" not in request:
+                    request += conn.recv(4096)
+                conn.sendall(self.raw)
+
+
+BODY = b"PK-fake-archive-" * 1000
+
+
+def chunked(body: bytes, size: int = 4000) -> bytes:
+    parts = [b"%x\r\n%s\r\n" % (len(body[i:i + size]), body[i:i + size])
+             for i in range(0, len(body), size)]
+    return b"".join(parts) + b"0\r\n\r\n"
+
+
+DIALECTS = {
+    "1.0 with length": b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(BODY) + BODY,
+    "1.0 until close": b"HTTP/1.0 200 OK\r\nContent-Type: application/zip\r\n\r\n" + BODY,
+    "1.1 close with length": (b"HTTP/1.1 200 OK\r\nConnection: close\r\n"
+                              b"Content-Length: %d\r\n\r\n" % len(BODY) + BODY),
+    "1.1 close chunked": (b"HTTP/1.1 200 OK\r\nConnection: close\r\n"
+                          b"Transfer-Encoding: chunked\r\n\r\n" + chunked(BODY)),
+    "1.1 keep-alive with length": (b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(BODY)
+                                   + BODY),
+    "1.1 keep-alive chunked": (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                               + chunked(BODY)),
+}
+
+
+@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+def test_every_well_formed_http_answer_is_read_whole(dialect):
+    site = RawSite(DIALECTS[dialect])
+    response = SafeHTTPClient(allow_private=True).get(site.url + "/skill.zip", max_bytes=1 << 20)
+    try:
+        assert response.status == 200
+        assert response.size == len(BODY)
+        assert response.body.read() == BODY
+    finally:
+        response.close()
+
+
+@pytest.mark.parametrize("dialect", ["1.0 until close", "1.1 close chunked"])
+def test_an_answer_over_the_limit_is_refused_in_every_dialect(dialect):
+    site = RawSite(DIALECTS[dialect])
+    with pytest.raises(TooLarge):
+        SafeHTTPClient(allow_private=True).get(site.url + "/skill.zip", max_bytes=1000)

@@ -9,7 +9,7 @@ import pytest
 
 from app.security.safe_http import SafeHTTPClient
 from app.services import skill_sources
-from app.services.skill_bundles import normalize
+from app.services.skill_bundles import BundleTooLarge, normalize
 from app.services.skill_sources import MAX_HOPS, Registries, SourceInvalid, parse
 from tests.fakes import skill_registry
 from tests.fakes.skill_archives import make_tar, make_zip, skill_files, skill_md
@@ -241,5 +241,5 @@ def test_a_remote_archive_over_the_limit_is_refused(app, sites: Sites):
 
     sites.other.add("/big.zip", make_zip({"SKILL.md": skill_md(), "x": os.urandom(2 << 20)}),
                     chunked=True)
-    with pytest.raises(SourceInvalid, match="cannot exceed 1 MB"):
+    with pytest.raises(BundleTooLarge, match="cannot exceed 1 MB"):
         fetch(app, f"{sites.other.url}/big.zip", limit_mb=1)
