@@ -47,6 +47,8 @@ FILE_MODE = 0o100644 << 16
 DEFLATE_LEVEL = 1
 IGNORED_UPLOAD_PREFIXES = ("__MACOSX/",)  # Finder's AppleDouble copies, not skill files
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Marks that reorder how a name is displayed ("evil\u202eyp.sh" shows as "evilhs.py").
+BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 class BundleTooLarge(PayloadTooLarge):
@@ -182,7 +184,9 @@ def _zip_members(source: IO[bytes]) -> list[Member]:
         mode = info.external_attr >> 16
         kind = ("dir" if info.is_dir() else "symlink" if (mode & 0o170000) == 0o120000
                 else "file")
-        members.append(Member(_clean(info.filename), kind, info.file_size, info.compress_size,
+        # orig_filename: the name as stored; `filename` is cut at a NUL byte.
+        members.append(Member(_clean(info.orig_filename), kind, info.file_size,
+                              info.compress_size,
                               bool(info.flag_bits & 0x1),
                               lambda info=info: archive.open(info)))
     return members
@@ -272,11 +276,37 @@ def _tar_members(source: _CappedReader) -> list[Member]:
                 raise invalid("the archive unpacks to more than 512 MiB")
             kind = ("file" if info.isreg() else "dir" if info.isdir()
                     else "symlink" if info.issym() or info.islnk() else "other")
+            if _stored_name_has_nul(source, info):
+                raise invalid(f"entry {_quote(info.name)}... has a NUL byte in its stored name")
             members.append(Member(_clean(info.name), kind, info.size, None, False,
                                   lambda info=info: archive.extractfile(info)))
     except tarfile.TarError as exc:
         raise invalid(f"it is not a readable tar archive ({_short(exc)})") from None
     return members
+
+
+def _stored_name_has_nul(source: _CappedReader, info) -> bool:
+    """Whether the member's header stores a name with a NUL inside it: tarfile cuts a name
+    at the first NUL, so `a<NUL>b.py` would silently become `a`. A NUL is only padding at
+    the end of the name field (and of a GNU long-name block)."""
+    back = source.tell()
+    try:
+        source.seek(info.offset)  # the first header: a GNU long name or pax record, or itself
+        first = source.read(512)
+        fields = []
+        if first[156:157] == b"L":  # GNU long name: the name is the data that follows
+            size = int(first[124:136].strip(b"\0 ") or b"0", 8)
+            fields.append(source.read(min(size, MAX_HEADER_READ)))
+        source.seek(info.offset_data - 512)  # the member's own header
+        header = source.read(512)
+        fields.append(header[0:100])
+        if header[257:265] == b"ustar\x0000":  # POSIX: the prefix holds the leading dirs
+            fields.append(header[345:500])
+        return any(b"\0" in field.rstrip(b"\0") for field in fields)
+    except ValueError:
+        return False  # a size tarfile accepted but we cannot parse: tarfile judged it
+    finally:
+        source.seek(back)
 
 
 # ---------------------------------------------------------------- selection
@@ -359,6 +389,9 @@ def _check_kept(member: Member, rel: str) -> None:
         raise invalid(f"entry {name} is not a regular file")
     if CONTROL.search(rel):
         raise invalid(f"entry {name} has a control character in its name")
+    if BIDI.search(rel):
+        raise invalid(f"entry {name} has a right-to-left or other bidirectional control in "
+                      "its name, which changes how the name is displayed")
     if "\\" in rel:
         raise invalid(f"entry {name} has a backslash in its name")
     if member.encrypted:

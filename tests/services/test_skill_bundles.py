@@ -143,12 +143,50 @@ def test_symlinks_are_refused_in_zip_and_tar():
     refused(buffer.getvalue(), "is a symlink", "tar")
 
 
-# (zipfile cuts a name at NUL itself, so a NUL never reaches a stored name.)
 @pytest.mark.parametrize("name", ["scripts/a\nb.py", "scripts/\x1b[31mred", "x\x7fy",
                                   "scripts\\win.py"])
 def test_control_characters_and_backslashes_in_names_are_refused(name):
     refused(make_zip({**skill_files(), name: b"x"}), "control character|backslash")
     refused(make_tar({**skill_files(), name: b"x"}), "control character|backslash", "tar")
+
+
+def renamed(archive: bytes, old: bytes, new: bytes) -> bytes:
+    """`archive` with a stored name's bytes replaced (same length), as a hostile tool
+    would write it; tar header checksums are recomputed so the header stays valid."""
+    assert len(old) == len(new) and old in archive
+    data = bytearray(archive.replace(old, new))
+    for at in range(0, len(data) - 511, 512):
+        header = data[at:at + 512]
+        if header[257:262] == b"ustar" and new in header:
+            header[148:156] = b" " * 8
+            header[148:156] = b"%06o\0 " % sum(header)
+            data[at:at + 512] = header
+    return bytes(data)
+
+
+def test_a_nul_in_a_zip_name_is_refused_not_cut():
+    """zipfile cuts `scripts/a<NUL>b.py` to `scripts/a`; the rule must see the stored name."""
+    archive = renamed(make_zip({**skill_files(), "scripts/aXb.py": b"x"}), b"aXb", b"a\0b")
+    refused(archive, "control character")
+
+
+def test_a_nul_in_a_tar_name_is_refused_not_cut():
+    archive = renamed(make_tar({**skill_files(), "scripts/aXb.py": b"x"}), b"aXb", b"a\0b")
+    refused(archive, "NUL", "tar")
+
+
+@pytest.mark.parametrize("mark", ["\u202e", "\u202d", "\u2066", "\u2067", "\u2068",
+                                  "\u2069", "\u200f", "\u061c"])
+def test_bidirectional_controls_in_names_are_refused(mark):
+    name = f"scripts/evil{mark}yp.sh"  # shows as a .py file on screen
+    refused(make_zip({**skill_files(), name: b"x"}), "right-to-left|bidirectional")
+    refused(make_tar({**skill_files(), name: b"x"}), "right-to-left|bidirectional", "tar")
+
+
+def test_a_cyrillic_look_alike_is_never_taken_as_the_skill_md():
+    lookalike = "SKILL.md".replace("S", "\u0405")  # CYRILLIC CAPITAL LETTER DZE
+    files = {lookalike: MD, "README.md": b"x"}
+    refused(make_zip(files), "no SKILL.md found")
 
 
 def test_no_skill_md_is_refused():
@@ -283,3 +321,16 @@ def test_semver_matches_the_reference_pattern():
         assert skill_manifest.is_semver(good) or good == "0.1.0+build"
     for bad in ("1", "banana", "1.x", "latest"):
         assert not skill_manifest.is_semver(bad)
+
+
+def test_a_nul_in_a_gnu_long_tar_name_is_refused_not_cut():
+    import tarfile
+
+    long_name = "scripts/" + "d" * 120 + "/aXb.py"
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as archive:
+        for name, data in {**skill_files(), long_name: b"x"}.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    refused(renamed(buffer.getvalue(), b"aXb", b"a\0b"), "NUL", "tar")
