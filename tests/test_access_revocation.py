@@ -184,8 +184,8 @@ def test_removing_a_member_destroys_their_sandboxes_on_docker(two_tenants, beare
 def test_an_unreachable_provider_still_closes_the_session_record(two_tenants, bearer):
     a, _ = two_tenants
     config_id = make_sandbox_config(a.tenant)  # E2B at a closed loopback port
-    session = sessions.create_session(a.tenant, a.contributor, config_id, "lost")
-    row = db.session.get(SandboxSession, session.id)
+    session_id = sessions.create_session(a.tenant, a.contributor, config_id, "lost").id
+    row = db.session.get(SandboxSession, session_id)
     row.binding_state, row.sandbox_id, row.provider = BindingState.bound, "sbx-gone", "e2b"
     db.session.commit()
     response = bearer(a.owner, a.tenant).delete(
@@ -194,7 +194,7 @@ def test_an_unreachable_provider_still_closes_the_session_record(two_tenants, be
     job = _end_job()
     assert job.status == "succeeded", job.error
     db.session.expire_all()
-    assert db.session.get(SandboxSession, session.id) is None
+    assert db.session.get(SandboxSession, session_id) is None
     assert "127.0.0.1" not in (job.log or "") and "could not be reached" in (job.log or "")
 
 
