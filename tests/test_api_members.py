@@ -1,5 +1,5 @@
-"""Workspace members over the API: change role, remove (people join by invitation), the owner rules, and one audit
-event per successful mutation, committed together with it."""
+"""Workspace members over the API: change role, remove (people join by invitation), the
+owner rules, and one audit event per successful mutation, committed together with it."""
 
 from __future__ import annotations
 

@@ -11,7 +11,6 @@ from app.models import Invitation, Membership, Role
 from app.services import users
 from tests.web._support import post_form, text
 
-
 LINK = re.compile(r"http://localhost/invite/([A-Za-z0-9_-]{40,})")
 
 
