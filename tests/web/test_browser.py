@@ -126,7 +126,7 @@ def test_admin_exports_the_audit_log(page, world):
         link.click()
     content = Path(download_info.value.path()).read_text()
     assert content.startswith("id,created_at,actor,action")
-    assert "member.added" in content and "api_key.created" in content
+    assert "invitation.accepted" in content and "api_key.created" in content
 
 
 def test_workspace_switcher_moves_to_another_workspace(page, world):
