@@ -240,3 +240,21 @@ def test_a_second_pending_invitation_for_the_same_email_is_a_conflict(two_tenant
     again = admin_a.post(INVITES, json={"email": VICTIM.upper(), "role": "admin"})
     assert again.status_code == 409
 
+
+
+def test_a_token_used_meanwhile_by_another_request_is_refused(two_tenants):
+    """Single use under a race: the row was read as pending, but another request's
+    conditional update won first; this one must not add a second membership."""
+    from app.errors import Gone
+    from app.services import invitations
+    from tests import factories
+
+    a, b = two_tenants
+    invitation, _ = factories.make_invitation(a.tenant, b.viewer.email)
+    assert invitation.status == "pending"  # loaded in this session
+    with db.engine.begin() as conn:  # the other request, on its own connection
+        conn.execute(text("UPDATE invitations SET status = 'accepted' WHERE id = :id"),
+                     {"id": invitation.id})
+    with pytest.raises(Gone):
+        invitations.accept(invitation, b.viewer)
+    assert not member_of(b.viewer.email, a.tenant)
