@@ -149,3 +149,16 @@ def test_unusable_links_get_a_clear_page(app, two_tenants, how, status, words):
         assert words in text(response) and "This invitation cannot be used" in text(response)
     assert db.session.scalar(select(Invitation.status)) == (
         "accepted" if how == "used" else "revoked" if how == "revoked" else "pending")
+
+
+def test_an_account_of_no_workspace_can_still_accept_by_signing_in(app, two_tenants):
+    """Someone removed from every workspace cannot use the login form (it needs a
+    membership); the accept page signs them in and joins in one step."""
+    a, _ = two_tenants
+    loner = factories.make_user("loner@example.test")
+    _, token = factories.make_invitation(a.tenant, loner.email)
+    client = app.test_client()
+    response = submit(client, token, {"action": "signin", "password": factories.PASSWORD})
+    assert response.status_code == 302
+    assert member_of(loner.email, a.tenant) is not None
+    assert client.get("/account").status_code == 200
