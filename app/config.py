@@ -48,6 +48,10 @@ class BaseConfig:
     WTF_CSRF_TIME_LIMIT = None
     WTF_CSRF_HEADERS = ["X-CSRFToken"]
     JWT_TTL_SECONDS = int(_env("JWT_TTL_SECONDS", "3600") or 3600)
+    # A browser sign-in ends at sign-out, or this many days after it began.
+    LOGIN_SESSION_MAX_AGE_DAYS = _int("LOGIN_SESSION_MAX_AGE_DAYS", 30)
+    # How long an invitation link stays usable.
+    INVITATION_TTL_HOURS = _int("INVITATION_TTL_HOURS", 7 * 24)
     JOB_DEFAULT_TIMEOUT = 600
     JOB_FAILURE_TTL = 7 * 24 * 3600
     JOB_HEARTBEAT_SECONDS = 5

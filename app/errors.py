@@ -90,6 +90,10 @@ class UnsupportedMediaType(AppError):
     code, status, message = "unsupported_media_type", 415, "Send the body as application/json."
 
 
+class Gone(AppError):
+    code, status, message = "gone", 410, "This is no longer available."
+
+
 class Locked(AppError):
     code, status, message = "locked", 423, "This resource is locked by another operation."
 

@@ -22,7 +22,7 @@ from app.errors import AppError
 from app.extensions import db
 from app.models import Job, Role, SandboxSession, Tenant, User
 from app.security import tokens
-from app.services import sessions
+from app.services import login_sessions, sessions
 from tests import factories
 
 CSRF_META = re.compile(r'<meta name="csrf-token" content="([^"]+)"')
@@ -199,7 +199,9 @@ def login_as(app):
     def sign_in(user: User, tenant: Tenant | None = None):
         client = app.test_client()
         tenant_id = tenant.id if tenant else min(m.tenant_id for m in user.memberships)
+        sid = login_sessions.start(user)  # a real server-side sign-in, as the login form makes
         with client.session_transaction() as session:
+            session[login_sessions.SESSION_KEY] = sid
             session["_user_id"] = user.get_id()
             session["_fresh"] = True
             session["tenant_id"] = tenant_id

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from app.extensions import db
-from app.models import ApiKey, Membership, Role, Tenant, User
-from app.services import api_keys, audit, users
+from app.models import ApiKey, Invitation, Membership, Role, Tenant, User
+from app.services import api_keys, audit, invitations, users
 
 PASSWORD = "correct-horse-battery"
 PEPPER = "testing-secret-key-not-for-production"  # TestingConfig.SECRET_KEY
@@ -33,6 +33,13 @@ def make_key(tenant: Tenant, *, full_access: bool = True, capabilities: tuple[st
         tenant, audit.SystemActor("tests"), name=name, full_access=full_access,
         capabilities=list(capabilities), expires_at=None, pepper=PEPPER,
     )
+
+
+def make_invitation(tenant: Tenant, email: str, role: Role | str = Role.viewer
+                    ) -> tuple[Invitation, str]:
+    """A pending invitation through the real service; returns the row and its token."""
+    return invitations.create_invitation(tenant, audit.SystemActor("tests"), Role.owner,
+                                         email, Role(role))
 
 
 @dataclass

@@ -1,5 +1,5 @@
-"""Workspace members over the API: add, change role, remove, the owner rules, and one audit
-event per successful mutation, committed together with it."""
+"""Workspace members over the API: change role, remove (people join by invitation), the
+owner rules, and one audit event per successful mutation, committed together with it."""
 
 from __future__ import annotations
 
@@ -102,72 +102,14 @@ def test_list_members(admin_api, two_tenants):
     assert set(rows[0]) == {"id", "user_id", "email", "role", "created_at"}
 
 
-def test_add_an_existing_user(admin_api, two_tenants):
-    a, b = two_tenants
-    before = state()
-    with commits() as seen:
-        response = admin_api.post(MEMBERS, json={"email": b.viewer.email, "role": "contributor"})
-    assert response.status_code == 201, response.get_json()
-    data = response.get_json()["data"]
-    assert (data["email"], data["role"], data["user_id"]) == (
-        b.viewer.email, "contributor", b.viewer.id)
-    assert_one_audited_commit(before, seen, "member.added")
-    assert state().users == before.users
-
-
-def test_add_a_new_user_who_can_then_sign_in(admin_api, client, two_tenants):
-    a, _ = two_tenants
-    before = state()
-    with commits() as seen:
-        response = admin_api.post(MEMBERS, json={"email": " New.Person@Example.TEST ",
-                                                 "role": "viewer", "password": "first-password"})
-    assert response.status_code == 201, response.get_json()
-    assert response.get_json()["data"]["email"] == "new.person@example.test"
-    assert_one_audited_commit(before, seen, "member.added")
-    login = client.post("/api/v1/auth/login", json={"email": "new.person@example.test",
-                                                    "password": "first-password"})
-    assert login.status_code == 200 and login.get_json()["data"]["tenant_id"] == a.tenant.id
-    assert "first-password" not in response.get_data(as_text=True)
-
-
-@pytest.mark.parametrize("password", [None, "", "short"])
-def test_a_new_user_needs_a_valid_password(admin_api, password):
-    body = {"email": "fresh@example.test", "role": "viewer"}
-    if password is not None:
-        body["password"] = password
-    with writes_nothing():
-        response = admin_api.post(MEMBERS, json=body)
-    assert response.status_code == 400 and code(response) == "validation_failed"
-    assert [e["field"] for e in response.get_json()["error"]["data"]["errors"]] == ["password"]
-
-
-def test_bad_email_and_role_are_field_errors(admin_api):
-    with writes_nothing():
-        response = admin_api.post(MEMBERS, json={"email": "no-at-sign", "role": "emperor",
-                                                 "password": "long-enough-1"})
-    assert code(response) == "validation_failed"
-    assert "role" in {e["field"] for e in response.get_json()["error"]["data"]["errors"]}
-    with writes_nothing():
-        response = admin_api.post(MEMBERS, json={"email": "no-at-sign", "role": "viewer",
-                                                 "password": "long-enough-1"})
-    assert response.get_json()["error"]["data"]["errors"][0]["field"] == "email"
-
-
-def test_adding_a_member_twice_is_a_conflict(admin_api, two_tenants):
-    a, _ = two_tenants
-    with writes_nothing():
-        response = admin_api.post(MEMBERS, json={"email": a.viewer.email.upper(),
-                                                 "role": "admin"})
-    assert response.status_code == 409 and code(response) == "conflict"
-
-
 def test_an_admin_cannot_make_an_owner(admin_api, two_tenants):
     a, b = two_tenants
     with writes_nothing():
-        added = admin_api.post(MEMBERS, json={"email": b.viewer.email, "role": "owner"})
+        invited = admin_api.post("/api/v1/invitations", json={"email": b.viewer.email,
+                                                              "role": "owner"})
         promoted = admin_api.patch(f"{MEMBERS}/{a.membership(a.viewer).id}",
                                    json={"role": "owner"})
-    for response in (added, promoted):
+    for response in (invited, promoted):
         assert response.status_code == 403 and code(response) == "forbidden"
 
 

@@ -1,5 +1,6 @@
 """Secret canaries: plant unique secrets everywhere secrets live (passwords, API keys, every
-encrypted column, a throwaway encrypted table that goes through key rotation), call every
+encrypted column, a throwaway encrypted table that goes through key rotation, invitation
+tokens), call every
 route of url_map every way it can be called, and find none of them in any response body,
 header, session cookie, CLI output or log record.
 
@@ -111,8 +112,12 @@ def build_world(app, hunter: Hunter) -> World:
         hunter.plant(f"{name} capability key", scoped)
         value = hunter.plant(f"{name} encrypted column value", canary("enc"))
         planted.seed_every_encrypted_column(tenant, value)
-        worlds.append(World(tenant, users, passwords, full,
-                            routes.Rows(factories.TenantUsers(tenant, users))))
+        rows = routes.Rows(factories.TenantUsers(tenant, users))
+        # A pending invitation's token: shown once when created, then only its hash is kept;
+        # the accept page it opens must not repeat it. The sweep opens that page with it.
+        _, token = factories.make_invitation(tenant, f"invitee@{name.lower()[-1]}.test")
+        rows.cache["token"] = hunter.plant(f"{name} invitation token", token)
+        worlds.append(World(tenant, users, passwords, full, rows))
     return worlds[0]
 
 

@@ -1,4 +1,5 @@
-"""Workspace members: list, add, change role, remove (admins and owners)."""
+"""Workspace members: list, change role, remove (admins and owners). People join by
+invitation (`api.invitations`)."""
 
 from __future__ import annotations
 
@@ -22,13 +23,6 @@ class MemberOut(Out):
     created_at: datetime
 
 
-class MemberIn(Strict):
-    email: str = Field(min_length=3, max_length=254)
-    role: Role
-    password: str | None = Field(default=None, max_length=1024,
-                                 description="Initial password, required for a new user")
-
-
 class RoleIn(Strict):
     role: Role
 
@@ -47,18 +41,6 @@ def list_members():
     return ok([_out(m) for m in members.list_members(current_tenant())])
 
 
-@bp.post("/members")
-@guard(Role.admin)
-@doc("Add a user to the workspace", request=MemberIn, response=MemberOut, status=201,
-     errors=(400, 403, 409))
-def add_member():
-    body = parse_body(MemberIn)
-    who = principal()
-    membership = members.add_member(current_tenant(), who, who.role, body.email, body.role,
-                                    body.password)
-    return ok(_out(membership), 201)
-
-
 @bp.patch("/members/<int:member_id>")
 @guard(Role.admin)
 @doc("Change a member's role", request=RoleIn, response=MemberOut, errors=(400, 403, 404, 409))
@@ -71,7 +53,8 @@ def change_role(member_id: int):
 
 @bp.delete("/members/<int:member_id>")
 @guard(Role.admin)
-@doc("Remove a member from the workspace", response=MemberOut, errors=(403, 404, 409))
+@doc("Remove a member; revokes the API keys they created and ends their sandboxes",
+     response=MemberOut, errors=(403, 404, 409))
 def remove_member(member_id: int):
     membership = get_or_404(Membership, member_id, "member")
     who = principal()

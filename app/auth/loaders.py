@@ -12,6 +12,7 @@ from app.extensions import db, login_manager
 from app.models import Membership, User
 from app.security import tokens
 from app.services import api_keys as api_key_service
+from app.services import login_sessions
 from app.services import members as member_service
 
 TENANT_SESSION_KEY = "tenant_id"
@@ -19,12 +20,15 @@ TENANT_SESSION_KEY = "tenant_id"
 
 @login_manager.user_loader
 def load_user(login_id: str) -> User | None:
-    """The login id is `<user id>:<session version>`; a stale version logs the user out."""
+    """The login id is `<user id>:<session version>`; a stale version logs the user out, and
+    so does a session whose sign-in was ended on the server (signed out)."""
     user_id, _, version = login_id.partition(":")
     if not (user_id.isdigit() and version.isdigit()):
         return None
     user = db.session.get(User, int(user_id))
     if user is None or not user.is_active or user.session_version != int(version):
+        return None
+    if not login_sessions.is_live(user.id, session.get(login_sessions.SESSION_KEY)):
         return None
     return user
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.jobs import sandbox_check  # noqa: F401  (registers sandbox_check)
+from app.jobs import members, sandbox_check  # noqa: F401  (registers their kinds)
 from app.jobs.registry import job_kind
 from app.services import audit
 

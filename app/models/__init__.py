@@ -2,7 +2,9 @@
 
 from app.models.api_key import ApiKey
 from app.models.audit import AuditEvent
+from app.models.invitation import Invitation, InvitationStatus
 from app.models.job import Job, JobStatus
+from app.models.login_session import LoginSession
 from app.models.sandbox_config import SandboxConfig
 from app.models.session import BindingState, SandboxSession
 from app.models.skill import InstalledSkill, InstallStatus, SkillCatalogEntry
@@ -10,7 +12,8 @@ from app.models.tenant import ROLE_ORDER, Membership, Role, Tenant
 from app.models.user import User
 
 __all__ = [
-    "ROLE_ORDER", "ApiKey", "AuditEvent", "Job", "JobStatus", "Membership", "Role",
+    "ROLE_ORDER", "ApiKey", "AuditEvent", "Invitation", "InvitationStatus", "Job", "JobStatus",
+    "LoginSession", "Membership", "Role",
     "BindingState", "SandboxConfig", "SandboxSession", "Tenant", "User",
     "InstallStatus", "InstalledSkill", "SkillCatalogEntry",
 ]

@@ -1,13 +1,16 @@
-"""Workspace membership: who belongs, with which role, and the owner rules."""
+"""Workspace membership: who belongs, with which role, and the owner rules.
+
+People join by invitation only (`services.invitations`); the operator's CLI is the one
+other way in."""
 
 from __future__ import annotations
 
 from sqlalchemy import func, select
 
-from app.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from app.errors import Conflict, Forbidden, NotFound
 from app.extensions import db
 from app.models import Membership, Role, Tenant, User
-from app.services import Actor, audit, users
+from app.services import Actor, audit, member_exit
 
 
 def pick_membership(user: User, tenant_id: int | None) -> Membership | None:
@@ -39,37 +42,13 @@ def get_member(tenant: Tenant, membership_id: int) -> Membership:
     return membership
 
 
-def add_member(
-    tenant: Tenant, actor: Actor, actor_role: Role, email: str, role: Role,
-    password: str | None = None,
-) -> Membership:
-    """Add a user by email; a new user needs an initial password."""
-    _check_may_grant(actor_role, role)
-    user = users.find_user(email)
-    if user is None:
-        if not password:
-            raise ValidationFailed.one(
-                "password", "No user has this email yet: set an initial password for them."
-            )
-        user = users.create_user(email, password)
-    elif db.session.scalar(
-        select(Membership).filter_by(tenant_id=tenant.id, user_id=user.id)
-    ):
-        raise Conflict(f"{user.email} is already a member of this workspace.")
-    membership = users.grant(tenant, user, role)
-    audit.record(tenant, actor, "member.added", "membership", membership.id,
-                 {"email": user.email, "role": role.value})
-    db.session.commit()
-    return membership
-
-
 def change_role(
     tenant: Tenant, actor: Actor, actor_role: Role, membership: Membership, role: Role,
 ) -> Membership:
     if membership.role == role:
         return membership
-    _check_may_grant(actor_role, membership.role)
-    _check_may_grant(actor_role, role)
+    check_may_grant(actor_role, membership.role)
+    check_may_grant(actor_role, role)
     if membership.role == Role.owner:
         _keep_an_owner(tenant, "demote")
     previous = membership.role
@@ -81,16 +60,20 @@ def change_role(
 
 
 def remove_member(tenant: Tenant, actor: Actor, actor_role: Role, membership: Membership) -> None:
-    _check_may_grant(actor_role, membership.role)
+    """Remove a member; the API keys they created go with them, and so do their sandboxes."""
+    check_may_grant(actor_role, membership.role)
     if membership.role == Role.owner:
         _keep_an_owner(tenant, "remove")
+    user = membership.user
     audit.record(tenant, actor, "member.removed", "membership", membership.id,
-                 {"email": membership.user.email, "role": membership.role.value})
+                 {"email": user.email, "role": membership.role.value})
     db.session.delete(membership)
+    member_exit.revoke_keys_of(tenant, actor, user)
     db.session.commit()
+    member_exit.schedule_session_end(tenant, actor, user.id)
 
 
-def _check_may_grant(actor_role: Role, role: Role) -> None:
+def check_may_grant(actor_role: Role, role: Role) -> None:
     """Only owners may grant, change or take away the owner role."""
     if role == Role.owner and actor_role != Role.owner:
         raise Forbidden("Only an owner can change an owner's membership or make an owner.")

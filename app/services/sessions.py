@@ -90,17 +90,23 @@ def get_session(tenant: Tenant, user: User, session_id: str) -> SandboxSession:
 
 def delete_session(tenant: Tenant, user: User, session: SandboxSession) -> None:
     """Destroy the session's sandbox (and any it lost track of), then the session."""
-    config = db.session.get(SandboxConfig, session.sandbox_config_id)
-    if config is not None:
-        with _provider():
-            backend = _backend(session, config.config)
-            for sandbox in backend.list(_session_filter(session)):
-                backend.delete(sandbox.id)
-            if session.sandbox_id:
-                backend.delete(session.sandbox_id)
+    with _provider():
+        destroy_sandboxes(session)
     audit.record(tenant, _Actor(user), "session.deleted", "session", session.id)
     db.session.delete(session)
     db.session.commit()
+
+
+def destroy_sandboxes(session: SandboxSession) -> None:
+    """Delete the session's sandbox and any it lost track of; raises BackendError."""
+    config = db.session.get(SandboxConfig, session.sandbox_config_id)
+    if config is None:
+        return
+    backend = _backend(session, config.config)
+    for sandbox in backend.list(_session_filter(session)):
+        backend.delete(sandbox.id)
+    if session.sandbox_id:
+        backend.delete(session.sandbox_id)
 
 
 # -- execution ----------------------------------------------------------------------------

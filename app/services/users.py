@@ -84,11 +84,8 @@ def find_tenant(name: str) -> Tenant | None:
 
 def authenticate(email: str, password: str, tenant_id: int | None = None) -> Membership:
     """The membership a correct sign-in lands in; one vague error for every failure."""
-    user = find_user(email)
+    user = verify_password(email, password)
     if user is None:
-        _spend_a_hash(password)
-        raise Unauthorized("Email or password is incorrect.")
-    if not user.check_password(password) or not user.is_active:
         raise Unauthorized("Email or password is incorrect.")
     memberships = sorted(user.memberships, key=lambda m: m.tenant_id)
     if tenant_id is not None:
@@ -96,6 +93,17 @@ def authenticate(email: str, password: str, tenant_id: int | None = None) -> Mem
     if not memberships:
         raise Unauthorized("You are not a member of that workspace.")
     return memberships[0]
+
+
+def verify_password(email: str, password: str) -> User | None:
+    """The active user with this email and password, else None (at the same cost)."""
+    user = find_user(email)
+    if user is None:
+        _spend_a_hash(password)
+        return None
+    if not user.check_password(password) or not user.is_active:
+        return None
+    return user
 
 
 def change_password(user: User, current: str, new: str) -> None:

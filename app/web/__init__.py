@@ -10,6 +10,7 @@ from app.web import (  # noqa: E402,F401
     api_keys,
     auth,
     dashboard,
+    invitations,
     jobs,
     members,
     playground,

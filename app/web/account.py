@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import flash, redirect, render_template, url_for
+from flask import flash, redirect, render_template, session, url_for
 from flask_login import login_user
 from flask_wtf import FlaskForm
 from wtforms import PasswordField
@@ -11,7 +11,7 @@ from wtforms.validators import DataRequired, EqualTo, Length
 from app.auth.guards import guard
 from app.errors import AppError
 from app.extensions import db
-from app.services import users
+from app.services import login_sessions, users
 from app.tenancy import principal
 from app.web import bp
 from app.web._helpers import attach_error
@@ -45,6 +45,7 @@ def account():
             status = err.status
         else:
             # The new session version ends every other session; keep this one signed in.
+            login_sessions.end_all_but(user.id, session.get(login_sessions.SESSION_KEY))
             login_user(user)
             flash("Password changed; other sessions were signed out.", "success")
             return redirect(url_for("web.account"))

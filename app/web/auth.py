@@ -11,7 +11,7 @@ from wtforms.validators import DataRequired, Length
 from app.auth.guards import guard, public
 from app.auth.loaders import TENANT_SESSION_KEY
 from app.errors import AppError, NotFound
-from app.services import users
+from app.services import login_sessions, users
 from app.web import bp
 
 
@@ -36,17 +36,26 @@ def login():
         except AppError as err:
             form.password.errors.append(err.message)
         else:
-            session.clear()
-            login_user(membership.user)
-            session[TENANT_SESSION_KEY] = membership.tenant_id
+            sign_in(membership.user, membership.tenant_id)
             return redirect(_safe_next(request.args.get("next")))
     status = 401 if form.is_submitted() and form.errors else 200
     return render_template("auth/login.html", form=form, bare_layout=True), status
 
 
+def sign_in(user, tenant_id: int) -> None:
+    """Start a server-side sign-in and put its id in a fresh session cookie."""
+    session.clear()
+    sid = login_sessions.start(user)
+    login_user(user)
+    session[login_sessions.SESSION_KEY] = sid
+    session[TENANT_SESSION_KEY] = tenant_id
+
+
 @bp.post("/logout")
 @guard()
 def logout():
+    # End the sign-in on the server first: a copy of this cookie must not outlive it.
+    login_sessions.end(session.get(login_sessions.SESSION_KEY))
     logout_user()
     session.clear()
     flash("You are signed out.", "info")

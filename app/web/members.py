@@ -1,17 +1,19 @@
-"""Members: who belongs to the workspace, with which role; add, change role, remove."""
+"""Members: who belongs to the workspace, with which role; invite, change role, remove."""
 
 from __future__ import annotations
 
-from flask import flash, redirect, url_for
+from flask import current_app, flash, redirect, url_for
 from flask_wtf import FlaskForm
-from wtforms import EmailField, PasswordField, SelectField
+from wtforms import EmailField, SelectField
 from wtforms.fields.choices import SelectChoice
-from wtforms.validators import DataRequired, Length, Optional, Regexp
+from wtforms.validators import DataRequired, Length, Regexp
 
 from app.auth.guards import guard
 from app.errors import AppError
 from app.extensions import db, htmx
-from app.models import Membership, Role
+from app.models import Invitation, Membership, Role
+from app.models.types import utcnow
+from app.services import invitations as invitation_service
 from app.services import members as member_service
 from app.tenancy import current_tenant, get_or_404, principal
 from app.web import bp
@@ -26,13 +28,12 @@ def grantable_roles(actor_role: Role) -> list[tuple[str, str]]:
             if value != Role.owner.value or actor_role == Role.owner]
 
 
-class AddMemberForm(FlaskForm):
+class InviteForm(FlaskForm):
     email = EmailField("Email", validators=[
         DataRequired(message="Enter their email address."), Length(max=254),
         Regexp(r"^[^@\s]+@[^@\s]+$", message="Enter an email address."),
     ])
     role = SelectField("Role", default=Role.viewer.value)
-    password = PasswordField("Initial password", validators=[Optional(), Length(max=1024)])
 
     def __init__(self, actor_role: Role, **kwargs):
         super().__init__(**kwargs)
@@ -43,12 +44,14 @@ class RoleForm(FlaskForm):
     role = SelectField("Role", choices=[SelectChoice(v, label) for v, label in ROLE_LABELS])
 
 
-def _context(form: AddMemberForm | None = None) -> dict:
+def _context(form: InviteForm | None = None, created=None) -> dict:
     who = principal()
     return {
         "tenant": current_tenant(), "memberships": member_service.list_members(current_tenant()),
-        "form": form or AddMemberForm(who.role, formdata=None), "actor_role": who.role,
-        "roles": grantable_roles(who.role), "me": who.user,
+        "invitations": invitation_service.list_invitations(current_tenant()), "now": utcnow(),
+        "form": form or InviteForm(who.role, formdata=None), "actor_role": who.role,
+        "roles": grantable_roles(who.role), "me": who.user, "created": created,
+        "ttl_days": max(1, current_app.config["INVITATION_TTL_HOURS"] // 24),
     }
 
 
@@ -58,26 +61,42 @@ def members():
     return page_or_fragment("members/index.html", "members/_table.html", **_context())
 
 
-@bp.post("/members")
+@bp.post("/members/invitations")
 @guard(Role.admin)
-def add_member():
+def create_invitation():
     who = principal()
-    form = AddMemberForm(who.role)
+    form = InviteForm(who.role)
     status = 400
     if form.validate_on_submit():
         try:
-            membership = member_service.add_member(
-                current_tenant(), who, who.role, form.email.data, Role(form.role.data),
-                form.password.data or None,
-            )
+            invitation, token = invitation_service.create_invitation(
+                current_tenant(), who, who.role, form.email.data, Role(form.role.data))
         except AppError as err:
             attach_error(form, err)
             status = err.status
         else:
-            message = f"Added {membership.user.email} as {membership.role.value}."
-            return done(message, "members/_panel.html", url_for("web.members"), **_context())
+            # The link lives only in this response: never in the session, a flash or a log.
+            link = url_for("web.accept_invitation", token=token, _external=True)
+            response = page_or_fragment("members/index.html", "members/_panel.html", 201,
+                                        **_context(created=(invitation, link)))
+            return (*response, {"Cache-Control": "no-store"})
     return page_or_fragment("members/index.html", "members/_panel.html", status,
                             **_context(form))
+
+
+@bp.post("/members/invitations/<int:invitation_id>/revoke")
+@guard(Role.admin)
+def revoke_invitation(invitation_id: int):
+    invitation = get_or_404(Invitation, invitation_id, "invitation")
+    who = principal()
+    try:
+        invitation_service.revoke_invitation(current_tenant(), who, who.role, invitation)
+    except AppError as err:
+        db.session.rollback()
+        return done(err.message, "members/_panel.html", url_for("web.members"), err.status,
+                    category="error", **_context())
+    return done(f"Revoked the invitation of {invitation.email}. Its link no longer works.",
+                "members/_panel.html", url_for("web.members"), **_context())
 
 
 @bp.post("/members/<int:membership_id>/role")

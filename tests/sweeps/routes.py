@@ -128,6 +128,15 @@ def _check_id(world: factories.TenantUsers) -> str:
     return job.id
 
 
+def _invitation_id(world: factories.TenantUsers) -> int:
+    return factories.make_invitation(world.tenant, _new_email())[0].id
+
+
+def _invitation_token(world: factories.TenantUsers) -> str:
+    """The token of a pending invitation of the tenant (the accept page's URL)."""
+    return factories.make_invitation(world.tenant, _new_email())[1]
+
+
 def _tenant_id(world: factories.TenantUsers) -> int:
     return world.tenant.id
 
@@ -190,6 +199,8 @@ PARAM_ROWS: dict[str, Callable[[factories.TenantUsers], Any]] = {
     "config_id": _config_id,
     "session_id": _session_id,
     "catalog_id": _catalog_id,
+    "invitation_id": _invitation_id,
+    "token": _invitation_token,
 }
 
 
@@ -267,8 +278,8 @@ def _new_email() -> str:
 # Each takes (the caller's tenant world, a secret to put where secrets go).
 EXAMPLES: dict[str, Callable[[factories.TenantUsers, str], dict[str, Any]]] = {
     "api.login": lambda w, secret: {"email": w.owner.email, "password": secret},
-    "api.add_member": lambda w, secret: {"email": _new_email(), "role": "viewer",
-                                         "password": secret},
+    "api.create_invitation": lambda w, secret: {"email": _new_email(), "role": "viewer"},
+    "api.accept_invitation": lambda w, secret: {"token": secret},
     "api.change_role": lambda w, secret: {"role": "contributor"},
     "api.create_api_key": lambda w, secret: {"name": "sweep key", "full_access": True},
 }

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.models import Role
-from app.services import api_keys, audit, members
+from app.services import api_keys, audit, invitations
 from tests import factories
 
 pytestmark = pytest.mark.browser
@@ -39,8 +39,9 @@ def world() -> factories.TenantUsers:
     group = factories.populate(WORKSPACE)
     factories.make_user(group.admin.email, factories.make_tenant("Acme Labs"), Role.viewer)
     owner = audit.SystemActor(group.owner.email)
-    members.add_member(group.tenant, owner, Role.owner, "sam@acme-research.test",
-                       Role.contributor, factories.PASSWORD)
+    invitation, _ = invitations.create_invitation(group.tenant, owner, Role.owner,
+                                                  "sam@acme-research.test", Role.contributor)
+    invitations.accept_as_new(invitation, factories.PASSWORD)
     api_keys.create_key(group.tenant, owner, name="Nightly evals", full_access=True,
                         capabilities=[], expires_at=None, pepper=factories.PEPPER)
     return group
@@ -65,20 +66,21 @@ def test_login_journey_lands_on_the_dashboard(page, world):
     sign_in(page, world.admin.email, screenshot="login.png")
     assert page.locator("h1").inner_text() == WORKSPACE
     assert page.locator(".switcher-current").inner_text() == WORKSPACE
-    page.get_by_text("added sam@acme-research.test as contributor").wait_for()
+    page.get_by_text("joined as contributor by invitation").wait_for()
     shot(page, "dashboard.png")
 
 
-def test_admin_adds_a_member_and_changes_a_role(page, world):
+def test_admin_invites_a_member_and_changes_a_role(page, world):
     sign_in(page, world.admin.email)
     page.get_by_role("link", name="Members", exact=True).click()
     page.wait_for_url(re.compile(r"/members$"))
     page.get_by_label("Email").fill("dana@acme-research.test")
     page.get_by_label("Role", exact=True).select_option("contributor")
-    page.get_by_label("Initial password").fill("dana-first-password")
-    page.get_by_role("button", name="Add member").click()
-    row = page.locator("tr", has_text="dana@acme-research.test")
-    row.locator(".badge-contributor").wait_for()
+    page.get_by_role("button", name="Create invitation").click()
+    link = page.locator("#new-invite-link").inner_text()
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/invite/[A-Za-z0-9_-]{40,}", link)
+    page.locator("#invitations-table tr", has_text="dana@acme-research.test") \
+        .get_by_text("Pending").wait_for()
     assert page.get_by_label("Email").input_value() == ""  # a fresh form after success
 
     viewer_row = page.locator("tr", has_text=world.viewer.email)
@@ -124,7 +126,7 @@ def test_admin_exports_the_audit_log(page, world):
         link.click()
     content = Path(download_info.value.path()).read_text()
     assert content.startswith("id,created_at,actor,action")
-    assert "member.added" in content and "api_key.created" in content
+    assert "invitation.accepted" in content and "api_key.created" in content
 
 
 def test_workspace_switcher_moves_to_another_workspace(page, world):

@@ -1,11 +1,23 @@
-"""The members page: add, change role, remove, through the forms, with their error cases."""
+"""The members page: invite, change role, remove, through the forms, with their error cases."""
 
 from __future__ import annotations
 
+import re
+
+from sqlalchemy import select
+
 from app.extensions import db
-from app.models import Membership, Role
+from app.models import Invitation, Membership, Role
 from app.services import users
 from tests.web._support import post_form, text
+
+LINK = re.compile(r"http://localhost/invite/([A-Za-z0-9_-]{40,})")
+
+
+def member_of(user, tenant) -> bool:
+    db.session.expire_all()
+    return db.session.scalar(select(Membership).filter_by(user_id=user.id,
+                                                          tenant_id=tenant.id)) is not None
 
 
 def role_of(membership_id: int) -> Role | None:
@@ -22,7 +34,7 @@ def test_members_page_lists_members_with_role_badges(two_tenants, login_as):
     for role in Role:
         assert f"badge-{role.value}" in page
     assert b.admin.email not in page
-    assert "Only for a new user." in page
+    assert "Create invitation" in page
 
 
 def test_htmx_get_returns_the_table_fragment(two_tenants, login_as):
@@ -33,35 +45,57 @@ def test_htmx_get_returns_the_table_fragment(two_tenants, login_as):
     assert body.lstrip().startswith('<section id="members-table"') and "<html" not in body
 
 
-def test_add_a_new_user_by_form_post(two_tenants, login_as):
+def test_invite_by_form_post_shows_the_link_once(two_tenants, login_as):
     a, _ = two_tenants
     client = login_as(a.admin, a.tenant)
-    response = post_form(client, "/members", {"email": "New@A.test", "role": "contributor",
-                                              "password": "long-enough-pw"})
-    assert response.status_code == 302 and response.headers["Location"] == "/members"
-    page = text(client.get("/members"))
-    assert "new@a.test" in page and "Added new@a.test as contributor." in page
-    user = users.find_user("new@a.test")
-    assert user is not None and user.check_password("long-enough-pw")
+    response = post_form(client, "/members/invitations",
+                         {"email": "New@A.test", "role": "contributor"})
+    body = text(response)
+    assert response.status_code == 201 and response.headers["Cache-Control"] == "no-store"
+    match = LINK.search(body)
+    assert match, "the accept link is shown once on the page"
+    assert "It will not be shown again." in body and 'data-copy="#new-invite-link"' in body
+    assert users.find_user("new@a.test") is None  # an invitation creates no account
+    again = text(client.get("/members"))
+    assert match.group(0) not in again and match.group(1) not in again
+    assert "new@a.test" in again and "Pending" in again
 
 
-def test_add_an_existing_user_by_htmx_needs_no_password(two_tenants, login_as):
+def test_invite_by_htmx_returns_the_panel(two_tenants, login_as):
     a, b = two_tenants
     client = login_as(a.admin, a.tenant)
-    response = post_form(client, "/members", {"email": b.viewer.email, "role": "viewer"},
-                         htmx=True)
+    response = post_form(client, "/members/invitations",
+                         {"email": b.viewer.email, "role": "viewer"}, htmx=True)
     body = text(response)
-    assert response.status_code == 200
-    assert body.lstrip().startswith('<div id="members-panel"')
-    assert b.viewer.email in body
-    assert 'hx-swap-oob="beforeend:#flashes"' in body and "Added viewer@tenant-b.test" in body
+    assert response.status_code == 201
+    assert body.lstrip().startswith('<div id="members-panel"') and LINK.search(body)
+    assert not member_of(b.viewer, a.tenant)
 
 
-def test_adding_a_duplicate_member_shows_an_error(two_tenants, login_as):
+def test_the_invite_page_is_the_same_for_known_and_unknown_emails(two_tenants, login_as):
+    a, b = two_tenants
+    client = login_as(a.admin, a.tenant)
+    known = text(post_form(client, "/members/invitations",
+                           {"email": b.viewer.email, "role": "viewer"}, htmx=True))
+    unknown = text(post_form(client, "/members/invitations",
+                             {"email": "zzz-unknown@b.test", "role": "viewer"}, htmx=True))
+
+    def shape(body: str) -> str:
+        body = LINK.sub("LINK", body)
+        body = re.sub(r'(invitation-|invitation_id=|/invitations/)\d+', r"\1N", body)
+        body = re.sub(r'<tr id="invitation-N".*?</tr>', "", body, flags=re.S)
+        body = body.replace(b.viewer.email, "EMAIL").replace("zzz-unknown@b.test", "EMAIL")
+        return re.sub(r"\s+", " ", body)
+
+    assert shape(known).replace("Invitations <span class=\"count\">1", "X") == \
+        shape(unknown).replace("Invitations <span class=\"count\">2", "X")
+
+
+def test_inviting_a_member_again_shows_an_error(two_tenants, login_as):
     a, _ = two_tenants
     client = login_as(a.admin, a.tenant)
-    response = post_form(client, "/members", {"email": a.viewer.email, "role": "admin"},
-                         htmx=True)
+    response = post_form(client, "/members/invitations",
+                         {"email": a.viewer.email, "role": "admin"}, htmx=True)
     assert response.status_code == 409
     assert "is already a member of this workspace" in text(response)
     assert 'class="form-alert"' in text(response)
@@ -71,39 +105,48 @@ def test_adding_a_duplicate_member_shows_an_error(two_tenants, login_as):
 def test_a_bad_email_is_shown_next_to_the_field(two_tenants, login_as):
     a, _ = two_tenants
     client = login_as(a.admin, a.tenant)
-    response = post_form(client, "/members", {"email": "not-an-email", "role": "viewer",
-                                              "password": "long-enough-pw"})
+    response = post_form(client, "/members/invitations", {"email": "not-an-email",
+                                                          "role": "viewer"})
     body = text(response)
     assert response.status_code == 400
     assert '<p class="field-error" id="email-error">Enter an email address.</p>' in body
-    assert users.find_user("not-an-email") is None
+    assert db.session.scalar(select(Invitation)) is None
 
 
-def test_a_new_user_without_password_is_asked_for_one(two_tenants, login_as):
+def test_there_is_no_password_field_and_no_add_route(two_tenants, login_as):
     a, _ = two_tenants
-    response = post_form(login_as(a.admin, a.tenant), "/members",
-                         {"email": "nobody@a.test", "role": "viewer"}, htmx=True)
-    assert response.status_code == 400
-    assert 'id="password-error">No user has this email yet' in text(response)
+    client = login_as(a.admin, a.tenant)
+    page = text(client.get("/members"))
+    assert 'type="password"' not in page and "Initial password" not in page
+    response = post_form(client, "/members", {"email": "x@a.test", "role": "viewer",
+                                              "password": "long-enough-pw"})
+    assert response.status_code == 405
+    assert users.find_user("x@a.test") is None
 
 
-def test_a_short_initial_password_is_refused_next_to_the_field(two_tenants, login_as):
-    a, _ = two_tenants
-    response = post_form(login_as(a.admin, a.tenant), "/members",
-                         {"email": "short@a.test", "role": "viewer", "password": "short"})
-    assert response.status_code == 400
-    assert 'id="password-error">Use at least 8 characters.' in text(response)
-    assert users.find_user("short@a.test") is None
-
-
-def test_an_admin_cannot_make_an_owner(two_tenants, login_as):
+def test_an_admin_cannot_invite_an_owner(two_tenants, login_as):
     a, _ = two_tenants
     client = login_as(a.admin, a.tenant)
     assert '<option value="owner"' not in text(client.get("/members"))
-    response = post_form(client, "/members", {"email": "boss@a.test", "role": "owner",
-                                              "password": "long-enough-pw"})
+    response = post_form(client, "/members/invitations", {"email": "boss@a.test",
+                                                          "role": "owner"})
     assert response.status_code == 400
-    assert users.find_user("boss@a.test") is None
+    assert db.session.scalar(select(Invitation)) is None
+
+
+def test_revoke_an_invitation_with_htmx(two_tenants, login_as):
+    a, _ = two_tenants
+    client = login_as(a.admin, a.tenant)
+    post_form(client, "/members/invitations", {"email": "gone@a.test", "role": "viewer"})
+    invitation = db.session.scalar(select(Invitation))
+    response = post_form(client, f"/members/invitations/{invitation.id}/revoke", htmx=True,
+                         token_from="/members")
+    assert response.status_code == 200
+    assert "Revoked the invitation of gone@a.test" in text(response)
+    assert "Revoked</span>" in text(response)
+    again = post_form(client, f"/members/invitations/{invitation.id}/revoke", htmx=True,
+                      token_from="/members")
+    assert again.status_code == 409
 
 
 def test_change_a_role_with_htmx(two_tenants, login_as):
@@ -209,8 +252,8 @@ def test_viewer_cannot_mutate_members(two_tenants, login_as):
     a, _ = two_tenants
     client = login_as(a.viewer, a.tenant)
     target = a.membership(a.contributor)
-    assert post_form(client, "/members", {"email": "x@a.test", "role": "viewer",
-                                          "password": "long-enough-pw"}).status_code == 403
+    assert post_form(client, "/members/invitations", {"email": "x@a.test",
+                                                      "role": "viewer"}).status_code == 403
     assert post_form(client, f"/members/{target.id}/remove").status_code == 403
     assert role_of(target.id) == Role.contributor
 

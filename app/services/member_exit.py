@@ -1,0 +1,84 @@
+"""What leaves with a member (decisions 11): the API keys they created are revoked at
+once; their sessions' sandboxes are destroyed by a job, because a provider may be slow."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from sqlalchemy import func, select
+
+from app.backends.base import BackendError
+from app.errors import Unavailable
+from app.extensions import db
+from app.models import ApiKey, Membership, SandboxSession, Tenant, User
+from app.models.types import utcnow
+from app.services import Actor, audit, jobs, sessions
+
+log = logging.getLogger("sandlot.members")
+JOB_KIND = "end_member_sessions"
+
+
+def revoke_keys_of(tenant: Tenant, actor: Actor, user: User) -> int:
+    """Revoke the usable keys `user` created in `tenant` (joins the caller's transaction)."""
+    query = select(ApiKey).where(ApiKey.tenant_id == tenant.id, ApiKey.created_by_id == user.id,
+                                 ApiKey.revoked_at.is_(None))
+    keys = list(db.session.scalars(query))
+    for key in keys:
+        key.revoked_at = utcnow()
+        audit.record(tenant, actor, "api_key.revoked", "api_key", key.id,
+                     {"name": key.name, "prefix": key.prefix, "reason": "member removed"})
+    return len(keys)
+
+
+def schedule_session_end(tenant: Tenant, actor: Actor, user_id: int) -> None:
+    """Start the job that ends `user_id`'s sessions in `tenant`, if they have any.
+
+    The membership is already gone, so nobody can reach those sessions meanwhile; a queue
+    that is down is logged (the reaper's operator sees it) rather than undoing the removal.
+    """
+    count = db.session.scalar(select(func.count()).select_from(SandboxSession).where(
+        SandboxSession.tenant_id == tenant.id, SandboxSession.user_id == user_id)) or 0
+    if not count:
+        return
+    try:
+        jobs.enqueue(JOB_KIND, tenant_id=tenant.id, actor_id=actor.actor_id,
+                     target_type="user", target_id=user_id, params={"user_id": user_id})
+    except Unavailable:
+        log.warning("could not queue the end of %s session(s) of user %s in tenant %s",
+                    count, user_id, tenant.id)
+
+
+def end_sessions(tenant_id: int, user_id: int, note: Callable[[str], None]) -> dict[str, int]:
+    """Destroy the sandboxes of a former member's sessions and delete the sessions.
+
+    An unreachable provider does not keep a record open: the session is closed and the
+    failure noted (the detail goes to the operator's log, not to the job's tenant view).
+    A member invited back before this runs keeps their sessions.
+    """
+    tenant = db.session.get(Tenant, tenant_id)
+    if tenant is None or _is_member(tenant_id, user_id):
+        return {"ended": 0, "unreachable": 0}
+    ended = unreachable = 0
+    query = select(SandboxSession).where(SandboxSession.tenant_id == tenant_id,
+                                         SandboxSession.user_id == user_id)
+    for session in list(db.session.scalars(query)):
+        try:
+            sessions.destroy_sandboxes(session)
+        except BackendError as exc:
+            db.session.rollback()
+            unreachable += 1
+            log.warning("session %s: sandbox not destroyed: %s", session.id, exc)
+            note(f"session {session.id}: the sandbox provider could not be reached; the "
+                 "session is closed, its sandbox may need removing at the provider")
+        audit.record(tenant, audit.SystemActor("member removal"), "session.deleted",
+                     "session", session.id, {"reason": "member removed"})
+        db.session.delete(session)
+        db.session.commit()
+        ended += 1
+    return {"ended": ended, "unreachable": unreachable}
+
+
+def _is_member(tenant_id: int, user_id: int) -> bool:
+    return db.session.scalar(select(Membership.id).where(
+        Membership.tenant_id == tenant_id, Membership.user_id == user_id)) is not None
