@@ -13,6 +13,7 @@ from werkzeug.exceptions import HTTPException
 from app.config import ROOT, BaseConfig, pick_config
 from app.errors import HTTP_TO_ERROR, AppError, BadRequest, Internal, Unauthorized
 from app.extensions import csrf, db, htmx, login_manager, migrate
+from app.security.json_input import BoundedJSONProvider
 
 log = logging.getLogger("sandlot")
 
@@ -27,6 +28,7 @@ def create_app(config: str | type[BaseConfig] | dict[str, Any] | None = None) ->
     base = config if isinstance(config, type) else pick_config(
         config if isinstance(config, str) else overrides.pop("ENV", None)
     )
+    app.json = BoundedJSONProvider(app)  # every request.get_json parses with bounds
     app.config.from_object(base)
     app.config.update(overrides)
     base.validate(app.config)

@@ -41,6 +41,8 @@ class BaseConfig:
     REDIS_URL: str | None = _env("REDIS_URL")
     MAX_CONTENT_LENGTH = 1024 * 1024  # JSON and form bodies; uploads get their own limit
     JSON_BODY_LIMIT = 1024 * 1024
+    # Deepest nesting a JSON body may have; the deepest schema (sandbox configs) needs ~6.
+    JSON_MAX_DEPTH = _int("JSON_MAX_DEPTH", 32)
     SESSION_COOKIE_HTTPONLY = True
     SESSION_COOKIE_SAMESITE = "Lax"
     REMEMBER_COOKIE_HTTPONLY = True

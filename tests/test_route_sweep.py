@@ -301,3 +301,39 @@ def test_a_nul_in_any_form_field_is_not_a_server_error(app, two_worlds, login_as
                 problems.append(f"POST {target} with a NUL in {name!r}: "
                                 f"{response.status_code}")
     assert not problems, "\n".join(problems)
+
+
+DEEP_JSON = b"[" * 100_000 + b"]" * 100_000
+JSON_ROUTES = [r for r in ALL_ROUTES if r.is_api and r.mutating and (
+    getattr(routes.view_of(routes.collection_app(), r), "api_doc", None) is not None
+    and routes.view_of(routes.collection_app(), r).api_doc.request is not None)]
+
+
+def test_the_sweep_finds_json_routes():
+    assert any(r.endpoint == "api.login" for r in JSON_ROUTES)
+    assert len(JSON_ROUTES) >= 10
+
+
+@pytest.mark.parametrize("route", JSON_ROUTES, ids=routes.route_id)
+def test_a_100k_deep_json_body_is_a_bad_request(route: Route, app, two_worlds, bearer):
+    """Every JSON route refuses a body nested 100,000 deep with 400 `bad_request` (it used to
+    raise RecursionError: a 500), for a caller its guard lets through, writing nothing.
+    A route with a smaller body limit may refuse it as too long first (413)."""
+    a, _ = two_worlds
+    path = routes.build_path(app, route, routes.Rows(a).values(route))
+    if route.guard is None:
+        client, headers = app.test_client(), {}
+    else:
+        minimum = route.guard.role
+        api = bearer(a.by_role[minimum] if minimum is not None else a.viewer, a.tenant)
+        client, headers = api.client, api.headers
+    before = routes.fingerprint()
+    with app.app_context():
+        response = client.open(path, method=route.method, headers=headers, data=DEEP_JSON,
+                               content_type="application/json")
+        body = response.get_json(silent=True) or {}
+    refusal = (response.status_code, (body.get("error") or {}).get("code"))
+    assert refusal in ((400, "bad_request"), (413, "payload_too_large")), \
+        response.get_data(as_text=True)[:300]
+    assert body.get("success") is False
+    assert not routes.describe_change(before, routes.fingerprint())
