@@ -13,17 +13,12 @@ from app.auth.loaders import TENANT_SESSION_KEY
 from app.errors import AppError, NotFound
 from app.services import users
 from app.web import bp
+from app.web.redirects import safe_next
 
 
 class LoginForm(FlaskForm):
     email = EmailField("Email", validators=[DataRequired(), Length(max=254)])
     password = PasswordField("Password", validators=[DataRequired(), Length(max=1024)])
-
-
-def _safe_next(target: str | None) -> str:
-    if target and target.startswith("/") and not target.startswith("//"):
-        return target
-    return url_for("web.dashboard")
 
 
 @bp.route("/login", methods=["GET", "POST"])
@@ -39,7 +34,7 @@ def login():
             session.clear()
             login_user(membership.user)
             session[TENANT_SESSION_KEY] = membership.tenant_id
-            return redirect(_safe_next(request.args.get("next")))
+            return redirect(safe_next(request.args.get("next")))
     status = 401 if form.is_submitted() and form.errors else 200
     return render_template("auth/login.html", form=form, bare_layout=True), status
 
