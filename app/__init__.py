@@ -6,13 +6,21 @@ import logging
 from typing import Any
 
 from flask import Flask, jsonify, redirect, render_template, request, url_for
+from flask_limiter.errors import RateLimitExceeded
 from flask_login import current_user
 from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException
 
 from app.config import ROOT, BaseConfig, pick_config
-from app.errors import HTTP_TO_ERROR, AppError, BadRequest, Internal, Unauthorized
-from app.extensions import csrf, db, htmx, login_manager, migrate
+from app.errors import (
+    HTTP_TO_ERROR,
+    AppError,
+    BadRequest,
+    Internal,
+    RateLimited,
+    Unauthorized,
+)
+from app.extensions import csrf, db, htmx, limiter, login_manager, migrate
 from app.security.json_input import BoundedJSONProvider
 
 log = logging.getLogger("sandlot")
@@ -51,6 +59,9 @@ def _init_extensions(app: Flask) -> None:
     login_manager.session_protection = "basic"
     csrf.init_app(app)
     htmx.init_app(app)
+    app.config["RATELIMIT_STORAGE_URI"] = (app.config.get("RATELIMIT_STORAGE_URI")
+                                           or app.config.get("REDIS_URL") or "memory://")
+    limiter.init_app(app)
     from app.jobs.queue import make_dispatcher
 
     app.extensions["sandlot_dispatcher"] = make_dispatcher(app)
@@ -78,6 +89,14 @@ def _register_errors(app: Flask) -> None:
         if not current_user.is_authenticated:
             return render_error(Unauthorized())
         return render_error(BadRequest("The form expired. Reload the page and try again."))
+
+    @app.errorhandler(RateLimitExceeded)
+    def on_rate_limited(err: RateLimitExceeded):
+        if request.endpoint == "web.login":
+            from app.web.auth import rate_limited_page
+
+            return rate_limited_page()
+        return render_error(RateLimited())
 
     @app.errorhandler(HTTPException)
     def on_http(err: HTTPException):

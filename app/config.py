@@ -50,6 +50,14 @@ class BaseConfig:
     WTF_CSRF_TIME_LIMIT = None
     WTF_CSRF_HEADERS = ["X-CSRFToken"]
     JWT_TTL_SECONDS = int(_env("JWT_TTL_SECONDS", "3600") or 3600)
+    # Password sign-in limits (web form and POST /api/v1/auth/login together); only failed
+    # attempts count. Syntax: "N per M minutes" (https://limits.readthedocs.io).
+    LOGIN_RATE_LIMIT_PER_IP = _env("LOGIN_RATE_LIMIT_PER_IP", "30 per 10 minutes")
+    LOGIN_RATE_LIMIT_PER_ACCOUNT = _env("LOGIN_RATE_LIMIT_PER_ACCOUNT", "10 per 10 minutes")
+    # Where the counters live: this setting, else REDIS_URL, else this process's memory.
+    RATELIMIT_STORAGE_URI: str | None = _env("RATELIMIT_STORAGE_URI")
+    RATELIMIT_KEY_PREFIX = "sandlot"
+    RATELIMIT_HEADERS_ENABLED = True  # Retry-After on a 429
     JOB_DEFAULT_TIMEOUT = 600
     JOB_FAILURE_TTL = 7 * 24 * 3600
     JOB_HEARTBEAT_SECONDS = 5
@@ -108,6 +116,9 @@ class TestingConfig(BaseConfig):
     REDIS_URL = None
     JWT_TTL_SECONDS = 900
     PASSWORD_HASH_METHOD = "pbkdf2:sha256:1000"  # fixtures hash many passwords
+    # Limits no ordinary test reaches; the rate-limit tests build apps with low ones.
+    LOGIN_RATE_LIMIT_PER_IP = LOGIN_RATE_LIMIT_PER_ACCOUNT = "10000 per minute"
+    RATELIMIT_STORAGE_URI = "memory://"
     # The sandbox's own loopback: a deep check in a test never probes beyond the machine.
     SANDBOX_EGRESS_PROBE_URLS = "http://127.0.0.1:9/"
     # No test traffic leaves the machine: registries on a closed loopback port, no DNS.

@@ -10,6 +10,7 @@ from wtforms.validators import DataRequired, Length
 
 from app.auth.guards import guard, public
 from app.auth.loaders import TENANT_SESSION_KEY
+from app.auth.ratelimit import login_limits
 from app.errors import AppError, NotFound
 from app.services import users
 from app.web import bp
@@ -22,6 +23,7 @@ class LoginForm(FlaskForm):
 
 
 @bp.route("/login", methods=["GET", "POST"])
+@login_limits
 @public
 def login():
     form = LoginForm()
@@ -37,6 +39,13 @@ def login():
             return redirect(safe_next(request.args.get("next")))
     status = 401 if form.is_submitted() and form.errors else 200
     return render_template("auth/login.html", form=form, bare_layout=True), status
+
+
+def rate_limited_page():
+    """A refused sign-in shows the form again with a plain reason (429)."""
+    form = LoginForm()
+    form.form_errors.append("Too many sign-in attempts. Wait a few minutes and try again.")
+    return render_template("auth/login.html", form=form, bare_layout=True), 429
 
 
 @bp.post("/logout")
