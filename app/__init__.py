@@ -127,9 +127,15 @@ def render_error(err: AppError):
 
 
 def _register_hooks(app: Flask) -> None:
+    policy = app.config["CONTENT_SECURITY_POLICY"]
+
     @app.after_request
     def vary_on_htmx(response):
         response.vary.add("HX-Request")  # add to Vary, never overwrite it
+        # On every response, error pages and static files included: what a browser does
+        # with any of them is decided by these.
+        response.headers.setdefault("Content-Security-Policy", policy)
+        response.headers.setdefault("X-Frame-Options", "DENY")
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("Referrer-Policy", "same-origin")
         if request.path.startswith("/api/"):

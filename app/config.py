@@ -43,6 +43,13 @@ class BaseConfig:
     JSON_BODY_LIMIT = 1024 * 1024
     # Deepest nesting a JSON body may have; the deepest schema (sandbox configs) needs ~6.
     JSON_MAX_DEPTH = _int("JSON_MAX_DEPTH", 32)
+    # Sent on every response (app._register_hooks). No 'unsafe-inline' or 'unsafe-eval':
+    # templates carry no inline script, style or handler (tests/security/test_headers.py).
+    CONTENT_SECURITY_POLICY = (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+        "form-action 'self'; frame-ancestors 'none'"
+    )
     SESSION_COOKIE_HTTPONLY = True
     SESSION_COOKIE_SAMESITE = "Lax"
     REMEMBER_COOKIE_HTTPONLY = True
