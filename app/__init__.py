@@ -10,6 +10,7 @@ from flask_limiter.errors import RateLimitExceeded
 from flask_login import current_user
 from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app.config import ROOT, BaseConfig, pick_config
 from app.errors import (
@@ -40,6 +41,8 @@ def create_app(config: str | type[BaseConfig] | dict[str, Any] | None = None) ->
     app.config.from_object(base)
     app.config.update(overrides)
     base.validate(app.config)
+    if app.config.get("TRUSTED_PROXY_COUNT"):  # the client address the proxies saw
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=app.config["TRUSTED_PROXY_COUNT"])
 
     _init_extensions(app)
     _register_blueprints(app)

@@ -65,6 +65,9 @@ class BaseConfig:
     RATELIMIT_STORAGE_URI: str | None = _env("RATELIMIT_STORAGE_URI")
     RATELIMIT_KEY_PREFIX = "sandlot"
     RATELIMIT_HEADERS_ENABLED = True  # Retry-After on a 429
+    # Reverse proxies in front of Sandlot that append to X-Forwarded-For (0: none, the
+    # header is ignored; a client could otherwise forge it to dodge the per-IP limit).
+    TRUSTED_PROXY_COUNT = _int("TRUSTED_PROXY_COUNT", 0)
     JOB_DEFAULT_TIMEOUT = 600
     JOB_FAILURE_TTL = 7 * 24 * 3600
     JOB_HEARTBEAT_SECONDS = 5

@@ -127,3 +127,31 @@ def test_limits_are_kept_in_redis_when_redis_url_is_set(app_factory, alice):
         for key in connection.scan_iter(f"*{account}*"):
             connection.delete(key)
         connection.close()
+
+
+def test_a_forged_x_forwarded_for_does_not_dodge_the_ip_limit(limited):
+    """Without a trusted proxy configured, X-Forwarded-For is the attacker's to write."""
+    for n in range(5):
+        limited.test_client().post("/api/v1/auth/login",
+                                   json={"email": f"g{n}@example.test", "password": WRONG},
+                                   headers={"X-Forwarded-For": f"192.0.2.{n}"},
+                                   environ_base={"REMOTE_ADDR": "10.0.0.7"})
+    refused = limited.test_client().post(
+        "/api/v1/auth/login", json={"email": "g9@example.test", "password": WRONG},
+        headers={"X-Forwarded-For": "192.0.2.99"}, environ_base={"REMOTE_ADDR": "10.0.0.7"})
+    assert_rate_limited(refused)
+
+
+def test_behind_a_trusted_proxy_each_client_has_its_own_ip_limit(app_factory):
+    proxied = app_factory(LOGIN_RATE_LIMIT_PER_IP="2 per minute", TRUSTED_PROXY_COUNT=1)
+
+    def attempt(client_ip: str):
+        return proxied.test_client().post(
+            "/api/v1/auth/login", json={"email": f"{uuid.uuid4().hex}@example.test",
+                                        "password": WRONG},
+            headers={"X-Forwarded-For": client_ip}, environ_base={"REMOTE_ADDR": "127.0.0.1"})
+
+    assert attempt("198.51.100.1").status_code == 401
+    assert attempt("198.51.100.1").status_code == 401
+    assert_rate_limited(attempt("198.51.100.1"))
+    assert attempt("198.51.100.2").status_code == 401  # another client behind the same proxy
