@@ -25,7 +25,9 @@ def _account_key() -> str:
     else:
         email = request.form.get("email")
     if not isinstance(email, str) or not email.strip():
-        return ""  # Flask-Limiter skips an empty key: the per-IP limit still applies
+        # No account named: count it against this address (an empty key would make
+        # Flask-Limiter log an error and skip the limit).
+        return f"no-account:{get_remote_address()}"
     return hashlib.sha256(email.strip().lower().encode("utf-8", "replace")).hexdigest()[:32]
 
 
