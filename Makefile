@@ -31,10 +31,12 @@ sandbox-runtime:
 
 run: export SANDLOT_ENV = development
 run: export FLASK_APP = wsgi
+# umask 077: every file the run creates (database, keys, logs) is the server user's only.
+# The demo passwords are printed to the terminal; keep any copy of this output private.
 run: run-install venv sandbox-runtime
-	$(VENV)/bin/flask db upgrade
-	$(VENV)/bin/flask demo seed
-	$(VENV)/bin/gunicorn --workers 1 --threads 8 --bind 127.0.0.1:5000 wsgi:app
+	umask 077 && $(VENV)/bin/flask db upgrade
+	umask 077 && $(VENV)/bin/flask demo seed
+	umask 077 && $(VENV)/bin/gunicorn --workers 1 --threads 8 --bind 127.0.0.1:5000 wsgi:app
 
 worker: export SANDLOT_ENV = development
 worker: export FLASK_APP = wsgi

@@ -6,13 +6,23 @@ import logging
 from typing import Any
 
 from flask import Flask, jsonify, redirect, render_template, request, url_for
+from flask_limiter.errors import RateLimitExceeded
 from flask_login import current_user
 from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app.config import ROOT, BaseConfig, pick_config
-from app.errors import HTTP_TO_ERROR, AppError, BadRequest, Internal, Unauthorized
-from app.extensions import csrf, db, htmx, login_manager, migrate
+from app.errors import (
+    HTTP_TO_ERROR,
+    AppError,
+    BadRequest,
+    Internal,
+    RateLimited,
+    Unauthorized,
+)
+from app.extensions import csrf, db, htmx, limiter, login_manager, migrate
+from app.security.json_input import BoundedJSONProvider
 
 log = logging.getLogger("sandlot")
 
@@ -27,9 +37,12 @@ def create_app(config: str | type[BaseConfig] | dict[str, Any] | None = None) ->
     base = config if isinstance(config, type) else pick_config(
         config if isinstance(config, str) else overrides.pop("ENV", None)
     )
+    app.json = BoundedJSONProvider(app)  # every request.get_json parses with bounds
     app.config.from_object(base)
     app.config.update(overrides)
     base.validate(app.config)
+    if app.config.get("TRUSTED_PROXY_COUNT"):  # the client address the proxies saw
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=app.config["TRUSTED_PROXY_COUNT"])
 
     _init_extensions(app)
     _register_blueprints(app)
@@ -49,6 +62,9 @@ def _init_extensions(app: Flask) -> None:
     login_manager.session_protection = "basic"
     csrf.init_app(app)
     htmx.init_app(app)
+    app.config["RATELIMIT_STORAGE_URI"] = (app.config.get("RATELIMIT_STORAGE_URI")
+                                           or app.config.get("REDIS_URL") or "memory://")
+    limiter.init_app(app)
     from app.jobs.queue import make_dispatcher
 
     app.extensions["sandlot_dispatcher"] = make_dispatcher(app)
@@ -76,6 +92,14 @@ def _register_errors(app: Flask) -> None:
         if not current_user.is_authenticated:
             return render_error(Unauthorized())
         return render_error(BadRequest("The form expired. Reload the page and try again."))
+
+    @app.errorhandler(RateLimitExceeded)
+    def on_rate_limited(err: RateLimitExceeded):
+        if request.endpoint == "web.login":
+            from app.web.auth import rate_limited_page
+
+            return rate_limited_page()
+        return render_error(RateLimited())
 
     @app.errorhandler(HTTPException)
     def on_http(err: HTTPException):
@@ -106,9 +130,15 @@ def render_error(err: AppError):
 
 
 def _register_hooks(app: Flask) -> None:
+    policy = app.config["CONTENT_SECURITY_POLICY"]
+
     @app.after_request
     def vary_on_htmx(response):
         response.vary.add("HX-Request")  # add to Vary, never overwrite it
+        # On every response, error pages and static files included: what a browser does
+        # with any of them is decided by these.
+        response.headers.setdefault("Content-Security-Policy", policy)
+        response.headers.setdefault("X-Frame-Options", "DENY")
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("Referrer-Policy", "same-origin")
         if request.path.startswith("/api/"):

@@ -41,6 +41,15 @@ class BaseConfig:
     REDIS_URL: str | None = _env("REDIS_URL")
     MAX_CONTENT_LENGTH = 1024 * 1024  # JSON and form bodies; uploads get their own limit
     JSON_BODY_LIMIT = 1024 * 1024
+    # Deepest nesting a JSON body may have; the deepest schema (sandbox configs) needs ~6.
+    JSON_MAX_DEPTH = _int("JSON_MAX_DEPTH", 32)
+    # Sent on every response (app._register_hooks). No 'unsafe-inline' or 'unsafe-eval':
+    # templates carry no inline script, style or handler (tests/security/test_headers.py).
+    CONTENT_SECURITY_POLICY = (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+        "form-action 'self'; frame-ancestors 'none'"
+    )
     SESSION_COOKIE_HTTPONLY = True
     SESSION_COOKIE_SAMESITE = "Lax"
     REMEMBER_COOKIE_HTTPONLY = True
@@ -52,6 +61,17 @@ class BaseConfig:
     LOGIN_SESSION_MAX_AGE_DAYS = _int("LOGIN_SESSION_MAX_AGE_DAYS", 30)
     # How long an invitation link stays usable.
     INVITATION_TTL_HOURS = _int("INVITATION_TTL_HOURS", 7 * 24)
+    # Password sign-in limits (web form and POST /api/v1/auth/login together); only failed
+    # attempts count. Syntax: "N per M minutes" (https://limits.readthedocs.io).
+    LOGIN_RATE_LIMIT_PER_IP = _env("LOGIN_RATE_LIMIT_PER_IP", "30 per 10 minutes")
+    LOGIN_RATE_LIMIT_PER_ACCOUNT = _env("LOGIN_RATE_LIMIT_PER_ACCOUNT", "10 per 10 minutes")
+    # Where the counters live: this setting, else REDIS_URL, else this process's memory.
+    RATELIMIT_STORAGE_URI: str | None = _env("RATELIMIT_STORAGE_URI")
+    RATELIMIT_KEY_PREFIX = "sandlot"
+    RATELIMIT_HEADERS_ENABLED = True  # Retry-After on a 429
+    # Reverse proxies in front of Sandlot that append to X-Forwarded-For (0: none, the
+    # header is ignored; a client could otherwise forge it to dodge the per-IP limit).
+    TRUSTED_PROXY_COUNT = _int("TRUSTED_PROXY_COUNT", 0)
     JOB_DEFAULT_TIMEOUT = 600
     JOB_FAILURE_TTL = 7 * 24 * 3600
     JOB_HEARTBEAT_SECONDS = 5
@@ -114,6 +134,9 @@ class TestingConfig(BaseConfig):
     JWT_TTL_SECONDS = 900
     PASSWORD_HASH_METHOD = "pbkdf2:sha256:1000"  # fixtures hash many passwords
     INPROCESS_REAPER_SECONDS = 0
+    # Limits no ordinary test reaches; the rate-limit tests build apps with low ones.
+    LOGIN_RATE_LIMIT_PER_IP = LOGIN_RATE_LIMIT_PER_ACCOUNT = "10000 per minute"
+    RATELIMIT_STORAGE_URI = "memory://"
     # The sandbox's own loopback: a deep check in a test never probes beyond the machine.
     SANDBOX_EGRESS_PROBE_URLS = "http://127.0.0.1:9/"
     # No test traffic leaves the machine: registries on a closed loopback port, no DNS.

@@ -98,6 +98,10 @@ class Locked(AppError):
     code, status, message = "locked", 423, "This resource is locked by another operation."
 
 
+class RateLimited(AppError):
+    code, status, message = "rate_limited", 429, "Too many attempts. Wait a while and try again."
+
+
 class Internal(AppError):
     code, status, message = "internal", 500, "Something went wrong on our side."
 
@@ -116,6 +120,7 @@ HTTP_TO_ERROR: dict[int, type[AppError]] = {
     413: PayloadTooLarge,
     415: UnsupportedMediaType,
     423: Locked,
+    429: RateLimited,
     500: Internal,
     503: Unavailable,
 }

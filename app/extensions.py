@@ -1,6 +1,8 @@
 """Unbound extension objects; create_app binds them."""
 
 from flask_htmx import HTMX
+from flask_limiter import Limiter
+from flask_limiter.util import get_remote_address
 from flask_login import LoginManager
 from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
@@ -26,3 +28,5 @@ migrate = Migrate()
 login_manager = LoginManager()
 csrf = CSRFProtect()
 htmx = HTMX()
+# One limiter object; each app binds it to the storage its config names (create_app).
+limiter = Limiter(key_func=get_remote_address, default_limits=[])

@@ -42,6 +42,8 @@ log() { echo "services: $*" >&2; }
 die() { echo "services: ERROR: $*" >&2; exit 1; }
 
 is_root() { [ "$(id -u)" -eq 0 ]; }
+# Service logs are for this machine's administrator only (0600), like Sandlot's own files.
+private_log() { touch "$1" && chmod 600 "$1"; }
 
 # ---------------------------------------------------------------- install
 
@@ -217,6 +219,7 @@ max_connections = 100
 EOF
         fi
         : >"$PG_LOG"
+        chmod 600 "$PG_LOG"
         is_root && chown "$PG_OS_USER:" "$PG_LOG"
         log "starting postgres on 127.0.0.1:$PG_PORT"
         if ! as_pg "$PG_BIN/pg_ctl" start -D "$PG_DIR" -l "$PG_LOG" -o "-p $PG_PORT" \
@@ -279,6 +282,7 @@ redis_start() {
         log "redis already running (pid $(redis_pid))"
     else
         rm -f "$REDIS_PIDFILE"
+        private_log "$REDIS_LOG"
         log "starting redis on 127.0.0.1:$REDIS_PORT"
         redis-server --bind 127.0.0.1 --port "$REDIS_PORT" \
             --save '' --appendonly no \
@@ -386,6 +390,7 @@ pick_storage_driver() {
 dockerd_launch() {
     local driver="$1"
     log "starting dockerd (storage driver $driver, data root $DOCKER_DATA_ROOT, log $DOCKERD_LOG)"
+    private_log "$DOCKERD_LOG"
     echo "=== $(date -u +%FT%TZ) services.sh: dockerd --storage-driver=$driver" >>"$DOCKERD_LOG"
     # setsid: its own session, so a Ctrl-C in the terminal that ran `make` does not kill it.
     setsid dockerd --host "unix://$DOCKER_SOCK" --data-root "$DOCKER_DATA_ROOT" \

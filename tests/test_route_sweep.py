@@ -301,3 +301,52 @@ def test_a_nul_in_any_form_field_is_not_a_server_error(app, two_worlds, login_as
                 problems.append(f"POST {target} with a NUL in {name!r}: "
                                 f"{response.status_code}")
     assert not problems, "\n".join(problems)
+
+
+DEEP_JSON = b"[" * 100_000 + b"]" * 100_000
+# Bad bodies every JSON route must refuse in the envelope: (body, the refusals allowed).
+BAD_JSON = {
+    "100k-deep array": (DEEP_JSON, {(400, "bad_request"), (413, "payload_too_large")}),
+    "invalid UTF-8": (b'{"name": "\xff\xfe"}', {(400, "bad_request")}),
+    "lone surrogate": (b'{"name": "\\udc00"}', {(400, "bad_request")}),
+    "over 1 MiB": (b'{"name": "' + b"x" * (1024 * 1024) + b'"}',
+                   {(413, "payload_too_large")}),
+}
+JSON_ROUTES = [r for r in ALL_ROUTES if r.is_api and r.mutating and (
+    getattr(routes.view_of(routes.collection_app(), r), "api_doc", None) is not None
+    and routes.view_of(routes.collection_app(), r).api_doc.request is not None)]
+
+
+def test_the_sweep_finds_json_routes():
+    assert any(r.endpoint == "api.login" for r in JSON_ROUTES)
+    assert len(JSON_ROUTES) >= 10
+
+
+@pytest.mark.parametrize("route", JSON_ROUTES, ids=routes.route_id)
+def test_bad_json_bodies_are_refused_in_the_envelope(route: Route, app, two_worlds, bearer):
+    """Every JSON route refuses a body nested 100,000 deep (it used to raise RecursionError:
+    a 500), invalid UTF-8, a lone surrogate and an over-long body with 400 `bad_request` or
+    413 `payload_too_large`, for a caller its guard lets through, writing nothing. A route
+    with a smaller body limit may refuse the deep body as too long first."""
+    a, _ = two_worlds
+    path = routes.build_path(app, route, routes.Rows(a).values(route))
+    if route.guard is None:
+        client, headers = app.test_client(), {}
+    else:
+        minimum = route.guard.role
+        api = bearer(a.by_role[minimum] if minimum is not None else a.viewer, a.tenant)
+        client, headers = api.client, api.headers
+    problems = []
+    for label, (data, allowed) in BAD_JSON.items():
+        before = routes.fingerprint()
+        with app.app_context():
+            response = client.open(path, method=route.method, headers=headers, data=data,
+                                   content_type="application/json")
+            body = response.get_json(silent=True) or {}
+        refusal = (response.status_code, (body.get("error") or {}).get("code"))
+        if refusal not in allowed or body.get("success") is not False:
+            problems.append(f"{label}: {response.status_code} "
+                            f"{response.get_data(as_text=True)[:200]!r}")
+        if routes.describe_change(before, routes.fingerprint()):
+            problems.append(f"{label}: the refused request wrote to the database")
+    assert not problems, f"{route.id}:\n  " + "\n  ".join(problems)

@@ -6,11 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from flask import jsonify, request
+from flask import current_app, jsonify, request
 from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as PydanticError
 
 from app.errors import BadRequest, UnsupportedMediaType, ValidationFailed, field_path
+from app.security import json_input
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -51,13 +52,26 @@ def doc(summary: str, **kwargs: Any) -> Callable:
     return decorate
 
 
-def parse_body(schema: type[T]) -> T:
-    """The JSON body validated against `schema`, or the matching envelope error."""
+def read_json() -> Any:
+    """The JSON body, parsed with bounds (depth, UTF-8), or the matching envelope error.
+
+    An over-long body is refused by MAX_CONTENT_LENGTH before it is read (413)."""
     if not request.is_json:
         raise UnsupportedMediaType("Send a JSON body with Content-Type: application/json.")
-    payload = request.get_json(silent=True)
-    if payload is None:
-        raise BadRequest("The body is not valid JSON.")
+    try:
+        return json_input.loads_bounded(request.get_data(cache=True),
+                                        current_app.config["JSON_MAX_DEPTH"])
+    except json_input.BadJSON as err:
+        raise BadRequest(err.message) from None
+
+
+def parse_body(schema: type[T]) -> T:
+    """The JSON body validated against `schema`, or the matching envelope error."""
+    return parse_object(schema, read_json())
+
+
+def parse_object(schema: type[T], payload: Any) -> T:
+    """An already parsed body that must be a JSON object, validated against `schema`."""
     if not isinstance(payload, dict):
         raise ValidationFailed.one("body", "The body must be a JSON object.")
     return validate(schema, payload)

@@ -11,6 +11,7 @@ from app.api import bp
 from app.api._core import Out, Strict, doc, ok, parse_body
 from app.api.schemas import MembershipRef, TenantRef
 from app.auth.guards import ANY_KEY, guard, public
+from app.auth.ratelimit import login_limits
 from app.models import Role
 from app.security import tokens
 from app.services import users
@@ -52,9 +53,11 @@ class MeOut(Out):
 
 
 @bp.post("/auth/login")
+@login_limits
 @public
-@doc("Exchange email and password for a short-lived bearer token", request=LoginIn,
-     response=LoginOut, errors=(400, 401))
+@doc("Exchange email and password for a short-lived bearer token (failed attempts are "
+     "rate limited per IP and per account)", request=LoginIn, response=LoginOut,
+     errors=(400, 401, 429))
 def login():
     body = parse_body(LoginIn)
     membership = users.authenticate(body.email, body.password, body.tenant_id)

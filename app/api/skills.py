@@ -19,7 +19,18 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.formparser import FormDataParser
 
 from app.api import bp
-from app.api._core import Out, Strict, doc, ok, parse_body, parse_query, project, validate
+from app.api._core import (
+    Out,
+    Strict,
+    doc,
+    ok,
+    parse_body,
+    parse_object,
+    parse_query,
+    project,
+    read_json,
+    validate,
+)
 from app.auth.guards import FULL_ACCESS, REFUSED, guard
 from app.errors import BadRequest, UnsupportedMediaType, ValidationFailed
 from app.models import Role, SkillCatalogEntry
@@ -220,9 +231,9 @@ def read_skill_file(catalog_id):
 @doc("Set a skill's category tags (a bare JSON list is accepted too)", request=CategoriesIn,
      response=CatalogEntryOut, errors=(400, 404, 415))
 def set_skill_categories(catalog_id):
-    payload = request.get_json(silent=True) if request.is_json else None
+    payload = read_json()
     body = (validate(CategoriesIn, {"categories": payload}) if isinstance(payload, list)
-            else parse_body(CategoriesIn))
+            else parse_object(CategoriesIn, payload))
     entry = _entry(catalog_id)
     service.set_categories(current_tenant(), principal(), entry, body.categories)
     view = next(v for v in service.list_catalog(current_tenant()) if v["id"] == entry.id)

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import IO, Protocol
 from urllib.parse import parse_qs, urlsplit
 
+from app.security.files import private_dir
+
 CHUNK = 1024 * 1024
 KEY = re.compile(r"^[A-Za-z0-9_-]{1,64}/[0-9a-f]{64}\.zip$")
 NAMESPACE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -88,7 +90,8 @@ class FileBlobStore:
     def put(self, source: IO[bytes], namespace: str) -> Blob:
         directory = self.root / namespace
         blob_key(namespace, "0" * 64)  # validates the namespace before touching the disk
-        directory.mkdir(parents=True, exist_ok=True)
+        private_dir(self.root)
+        private_dir(directory)
         fd, temp = tempfile.mkstemp(prefix=".incoming-", dir=directory)
         try:
             with os.fdopen(fd, "wb") as out:

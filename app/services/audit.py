@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 from collections.abc import Iterable
 from typing import Any
@@ -11,6 +10,7 @@ from sqlalchemy import func, select
 
 from app.extensions import db
 from app.models import AuditEvent, Tenant
+from app.security import csv_safe
 from app.services import Actor
 
 
@@ -61,13 +61,13 @@ CSV_COLUMNS = ["id", "created_at", "actor", "action", "object_type", "object_id"
 
 
 def to_csv(events: Iterable[AuditEvent]) -> tuple[str, int]:
-    """The events as CSV text, and how many rows were written."""
+    """The events as CSV text, every cell safe to open in a spreadsheet, and the row count."""
     out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(CSV_COLUMNS)
+    writer = csv_safe.writer(out)
+    csv_safe.write_row(writer, CSV_COLUMNS)
     rows = 0
     for event in events:
-        writer.writerow([
+        csv_safe.write_row(writer, [
             event.id, event.created_at.isoformat(), event.actor_label, event.action,
             event.object_type, event.object_id or "",
         ])

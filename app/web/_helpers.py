@@ -7,6 +7,7 @@ from flask_wtf import FlaskForm
 
 from app.errors import AppError, ValidationFailed
 from app.extensions import db, htmx
+from app.web.redirects import safe_next
 
 
 def attach_error(form: FlaskForm, err: AppError) -> None:
@@ -41,4 +42,4 @@ def done(message: str, fragment: str, back_to: str, status: int = 200,
     if htmx:
         return notice(render_template(fragment, **context), message, category), status
     flash(message, "error" if category == "error" else category)
-    return redirect(back_to)
+    return redirect(safe_next(back_to))

@@ -10,9 +10,11 @@ from wtforms.validators import DataRequired, Length
 
 from app.auth.guards import guard, public
 from app.auth.loaders import TENANT_SESSION_KEY
+from app.auth.ratelimit import login_limits
 from app.errors import AppError, NotFound
 from app.services import login_sessions, users
 from app.web import bp
+from app.web.redirects import safe_next
 
 
 class LoginForm(FlaskForm):
@@ -20,13 +22,8 @@ class LoginForm(FlaskForm):
     password = PasswordField("Password", validators=[DataRequired(), Length(max=1024)])
 
 
-def _safe_next(target: str | None) -> str:
-    if target and target.startswith("/") and not target.startswith("//"):
-        return target
-    return url_for("web.dashboard")
-
-
 @bp.route("/login", methods=["GET", "POST"])
+@login_limits
 @public
 def login():
     form = LoginForm()
@@ -37,7 +34,7 @@ def login():
             form.password.errors.append(err.message)
         else:
             sign_in(membership.user, membership.tenant_id)
-            return redirect(_safe_next(request.args.get("next")))
+            return redirect(safe_next(request.args.get("next")))
     status = 401 if form.is_submitted() and form.errors else 200
     return render_template("auth/login.html", form=form, bare_layout=True), status
 
@@ -49,6 +46,13 @@ def sign_in(user, tenant_id: int) -> None:
     login_user(user)
     session[login_sessions.SESSION_KEY] = sid
     session[TENANT_SESSION_KEY] = tenant_id
+
+
+def rate_limited_page():
+    """A refused sign-in shows the form again with a plain reason (429)."""
+    form = LoginForm()
+    form.form_errors.append("Too many sign-in attempts. Wait a few minutes and try again.")
+    return render_template("auth/login.html", form=form, bare_layout=True), 429
 
 
 @bp.post("/logout")

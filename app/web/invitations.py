@@ -20,6 +20,7 @@ from wtforms.validators import AnyOf, DataRequired, EqualTo, Length
 
 from app.auth.guards import public
 from app.auth.loaders import TENANT_SESSION_KEY
+from app.auth.ratelimit import login_limits
 from app.errors import AppError, Gone, NotFound
 from app.models import Invitation, Membership
 from app.services import invitations
@@ -50,6 +51,7 @@ class NewAccountForm(FlaskForm):
 
 
 @bp.route("/invite/<token>", methods=["GET", "POST"])
+@login_limits  # signing in with a password here is a sign-in like any other
 @public
 def accept_invitation(token: str):
     try:

@@ -8,6 +8,7 @@ from app.auth.guards import guard
 from app.errors import NotFound
 from app.extensions import htmx
 from app.models import Job, JobStatus, Role
+from app.security import csv_safe
 from app.services import jobs as job_service
 from app.tenancy import current_tenant, get_or_404, principal
 from app.web import bp
@@ -44,7 +45,8 @@ def job_export_csv(job_id):
         raise NotFound("This job has no finished audit export.")
     stamp = (job.finished_at or job.created_at).strftime("%Y%m%d-%H%M")
     filename = f"sandlot-audit-{current_tenant().id}-{stamp}.csv"
-    return Response(result["csv"], mimetype="text/csv", headers={
+    # Exports stored before cells were neutralised are made safe on the way out too.
+    return Response(csv_safe.rewrite(result["csv"]), mimetype="text/csv", headers={
         "Content-Disposition": f'attachment; filename="{filename}"',
         "Cache-Control": "no-store",
     })

@@ -140,6 +140,16 @@
     file.setAttribute("aria-current", "true");
   });
 
+  // Ctrl/Cmd+Enter submits a form that asks for it (the playground's command box). Here, not
+  // in an hx-trigger filter: filters need eval, which the Content-Security-Policy forbids.
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Enter" || !(event.ctrlKey || event.metaKey)) return;
+    var form = event.target.closest && event.target.closest("form[data-submit-on-ctrl-enter]");
+    if (!form) return;
+    event.preventDefault();
+    form.requestSubmit();
+  });
+
   // Close the workspace switcher when clicking elsewhere.
   document.addEventListener("click", function (event) {
     document.querySelectorAll("details.switcher[open]").forEach(function (menu) {

@@ -105,8 +105,7 @@ def test_viewer_cannot_see_jobs_or_export(two_tenants, login_as):
 def test_export_button_enqueues_and_the_fragment_reaches_succeeded(two_tenants, login_as):
     a, _ = two_tenants
     client = login_as(a.admin, a.tenant)
-    post_form(client, "/members", {"email": "audited@a.test", "role": "viewer",
-                                   "password": "long-enough-pw"})
+    post_form(client, "/members/invitations", {"email": "audited@a.test", "role": "viewer"})
     response = post_form(client, "/audit/export", htmx=True)
     assert response.status_code == 202
     job = db.session.scalars(db.select(Job).filter_by(tenant_id=a.tenant.id)).one()
@@ -120,7 +119,7 @@ def test_export_button_enqueues_and_the_fragment_reaches_succeeded(two_tenants, 
     assert "Succeeded" in text(polled)
     csv_text = text(client.get(f"/jobs/{job.id}/export.csv"))
     assert csv_text.startswith("id,created_at,actor,action")
-    assert "member.added" in csv_text and a.admin.email in csv_text
+    assert "invitation.created" in csv_text and a.admin.email in csv_text
 
 
 def test_export_without_htmx_redirects_to_the_job_page(two_tenants, login_as):

@@ -378,6 +378,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle-exit", type=float, default=IDLE_EXIT_SEC,
                         help="exit after this many seconds without sandboxes")
     args = parser.parse_args(argv)
+    # Everything the resolver writes (log and its rotations, pid, lock) is for root's eyes:
+    # the log names the hosts each sandbox looked up.
+    os.umask(0o077)
     state_dir = args.state_dir.resolve()
     sandboxes_dir(state_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
     if args.detach:

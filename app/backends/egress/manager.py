@@ -38,6 +38,7 @@ from dnslib import RCODE, DNSRecord
 from app.backends.base import BackendError, ResolvedNetworkPolicy
 from app.backends.egress import dns, nft
 from app.backends.egress.policy import EGRESS_ID, EgressPolicy, SandboxNet
+from app.security.files import open_private, write_private
 
 ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_STATE_DIR = ROOT / "instance" / "egress"
@@ -278,7 +279,7 @@ class EgressManager:
         folder = dns.sandboxes_dir(self.settings.state_dir)
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         temp = folder / f".{net.id}.tmp"
-        temp.write_text(json.dumps(net.as_dict(), indent=1, sort_keys=True))
+        write_private(temp, json.dumps(net.as_dict(), indent=1, sort_keys=True))
         temp.replace(self._state_file(net.id))  # the resolver never sees half a file
 
     def resolver_running(self) -> bool:
@@ -306,7 +307,7 @@ class EgressManager:
         # A long-lived process: give it no more of our environment (secrets) than it needs.
         env = {"PATH": os.environ.get("PATH") or "/usr/sbin:/usr/bin:/sbin:/bin",
                "PYTHONPATH": str(ROOT), "LANG": "C.UTF-8"}
-        with open(dns.log_path(state_dir), "a") as output:
+        with open_private(dns.log_path(state_dir)) as output:  # the resolver's log: 0600
             subprocess.run([sys.executable, "-m", "app.backends.egress.dns", "--state-dir",
                             str(state_dir), "--detach"], cwd=ROOT, env=env,
                            stdin=subprocess.DEVNULL, stdout=output, stderr=output,
