@@ -9,13 +9,14 @@ import time
 import uuid
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import func, select, text
 
 from app.extensions import db
-from app.models import Job, JobStatus
+from app.models import Job, JobStatus, SandboxSession, Tenant
 from app.services import jobs as job_service
-from tests.conftest import settle, wipe
+from tests.conftest import settle, settle_and_wipe, wipe
 from tests.jobs import kinds
+from tests.sweeps import secrets
 
 
 def test_settle_waits_for_the_job_a_request_started(two_tenants, bearer, built_apps):
@@ -58,3 +59,17 @@ def test_wipe_fails_fast_naming_who_holds_the_lock(app, two_tenants):
         transaction.rollback()
         holder.close()
     assert time.monotonic() - started < 5
+
+
+def test_cleanup_empties_the_database_even_when_a_left_session_no_longer_decrypts(
+        app, two_tenants, built_apps, cleanup_state):
+    """A key-rotation test leaves rows under a key that is gone: ending its sessions fails,
+    and the cleanup must still empty every table (one failure, not a cascade)."""
+    a, _ = two_tenants
+    secrets.SEEDERS["sandbox_sessions.traffic_token"](a.tenant, "canary-token")
+    db.session.commit()
+    with secrets.using_keys(app, [secrets.new_key()]):
+        settle_and_wipe(app, built_apps, cleanup_state)
+    assert cleanup_state["dirty"] is False
+    assert db.session.scalar(select(func.count()).select_from(SandboxSession)) == 0
+    assert db.session.scalar(select(func.count()).select_from(Tenant)) == 0
