@@ -59,6 +59,14 @@ class BaseConfig:
     SANDBOX_EGRESS_PROBE_URLS = _env("SANDBOX_EGRESS_PROBE_URLS",
                                      "https://pypi.org/simple/,https://www.baidu.com,"
                                      "https://1.1.1.1")
+    # What tenants' configs may reach is the operator's (decisions 11). The Docker engines
+    # a config may name: JSON {"name": {"url": "unix:///abs/path" | "tcp://host:port",
+    # "tls_dir": "/abs/dir with ca.pem, cert.pem, key.pem"}} (tcp:// needs tls_dir).
+    SANDBOX_DOCKER_ENGINES = _env("SANDBOX_DOCKER_ENGINES",
+                                  '{"local": {"url": "unix:///var/run/docker.sock"}}')
+    # Whether a config's allow_private_endpoints may take effect at all (loopback and
+    # private addresses). Link-local, metadata, unspecified and multicast: never.
+    SANDBOX_ALLOW_PRIVATE_ENDPOINTS = _flag("SANDBOX_ALLOW_PRIVATE_ENDPOINTS")
     # Development only: where generated keys are kept when none are configured.
     INSTANCE_PATH = str(INSTANCE)
     GENERATE_MISSING_KEYS = False
@@ -89,6 +97,12 @@ class BaseConfig:
     @classmethod
     def validate(cls, cfg: dict) -> None:
         """Refuse a configuration that cannot run safely."""
+        from app.services.endpoints import EngineSettingError, parse_engines
+
+        try:
+            parse_engines(cfg.get("SANDBOX_DOCKER_ENGINES") or "")
+        except EngineSettingError as exc:
+            raise RuntimeError(f"Sandlot refuses to start: {exc}") from None
 
 
 class DevelopmentConfig(BaseConfig):
@@ -124,6 +138,7 @@ class ProductionConfig(BaseConfig):
 
     @classmethod
     def validate(cls, cfg: dict) -> None:
+        super().validate(cfg)
         missing = [
             name
             for name in ("SECRET_KEY", "SECRETS_KEYS", "SQLALCHEMY_DATABASE_URI")

@@ -106,7 +106,8 @@ def put_workspace_policy():
 def query_templates():
     body = parse_body(TemplatesQueryIn)
     stored = get_or_404(SandboxConfig, body.config_id, "sandbox config") if body.config_id else None
-    result = service.query_templates(stored, body.config, body.model_dump())
+    result = service.query_templates(stored, body.config, body.model_dump(),
+                                     may_reuse=service.may_update(principal()))
     return ok(project(TemplatesOut, result))
 
 

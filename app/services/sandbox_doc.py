@@ -26,7 +26,7 @@ from app.backends.base import CubeRule, HostRule, ResolvedNetworkPolicy, Sandbox
 from app.errors import ValidationFailed
 from app.security import ssrf
 from app.security.redaction import MASK, keep_or_replace, mask
-from app.services import network_policy
+from app.services import endpoints, network_policy
 from app.services.network_policy import DENY_ALL, Problems
 
 BACKENDS = ("docker", "e2b", "cube")
@@ -37,7 +37,14 @@ DEFAULT_EXEC_TIMEOUT, DEFAULT_IDLE, DEFAULT_HTTP_TIMEOUT = 60, 900, 30
 IDLE_MIN, IDLE_MAX = 60, 24 * 3600
 DEFAULT_TTL = {"cube": 1800, "e2b": 300, "docker": 1800}
 SERVER_OWNED = ("skill_image", "volume_mount")
-IDENTITY_FIELDS = ("api_url", "api_key", "sandbox_domain", "proxy_url", "host", "tls_cert_path")
+IDENTITY_FIELDS = ("api_url", "api_key", "sandbox_domain", "proxy_url")
+# Addresses a config's secrets are sent to (with the Docker engine): a stored secret is
+# reused only while they are unchanged (decisions 11).
+ENDPOINT_FIELDS = ("api_url", "proxy_url", "sandbox_domain")
+# Tenant input that is the operator's now (decisions 11): refused with this message.
+OPERATOR_OWNED = {"host": "Docker engines are set by the operator: pick one by name in "
+                  "docker.engine", "tls_cert_path": "Docker TLS files are set by the operator "
+                  "with the engine: pick one by name in docker.engine"}
 
 
 class _Block(BaseModel):
@@ -73,8 +80,7 @@ class E2BBlock(_Block):
 
 class DockerBlock(_Block):
     image: str = ""
-    host: str = ""
-    tls_cert_path: str = ""
+    engine: str = Field(default="", max_length=40)
     cpu_limit: StrictFloat | StrictInt | None = Field(default=None, gt=0, le=64)
     memory_limit_mb: StrictInt | None = Field(default=None, ge=16, le=1024 * 1024)
     pids_limit: StrictInt | None = Field(default=None, ge=8, le=1 << 22)
@@ -121,6 +127,7 @@ def validate(raw: Any, *, resolve_urls: bool = True,
     """
     if not isinstance(raw, dict):
         raise ValidationFailed.one("config", "must be an object")
+    _refuse_operator_owned(raw)
     try:
         doc = Document.model_validate(raw)
     except PydanticError as exc:
@@ -135,8 +142,8 @@ def validate(raw: Any, *, resolve_urls: bool = True,
     kind = doc.sandbox_type
     block = getattr(doc, kind) or BLOCKS[kind]()
     _check_common(doc, problems)
-    _check_block(kind, block, doc.allow_private_endpoints, problems, resolve_urls,
-                 require_template)
+    _check_block(kind, block, doc.allow_private_endpoints and endpoints.private_allowed(),
+                 problems, resolve_urls, require_template)
     network = network_policy.validate(doc.network, kind, problems)
     if problems:
         raise ValidationFailed(problems.items)
@@ -145,7 +152,18 @@ def validate(raw: Any, *, resolve_urls: bool = True,
     out["network"] = network
     if kind == "cube":
         out["cube"]["dns_servers"] = _unique_stripped(block.dns_servers)
+    if kind == "docker":
+        out["docker"]["engine"] = block.engine or endpoints.LOCAL
     return out
+
+
+def _refuse_operator_owned(raw: dict[str, Any]) -> None:
+    block = raw.get("docker")
+    if isinstance(block, dict):
+        found = [name for name in OPERATOR_OWNED if name in block]
+        if found:
+            raise ValidationFailed([{"field": f"docker.{name}", "message":
+                                     f"not accepted: {OPERATOR_OWNED[name]}"} for name in found])
 
 
 def _check_common(doc: Document, problems: Problems) -> None:
@@ -180,7 +198,8 @@ def _check_block(kind: str, block: _Block, allow_private: bool, problems: Proble
             try:
                 ssrf.check_url(url, allow_private=allow_private)
             except ssrf.UnsafeURL as exc:
-                problems.add(f"{kind}.{name}", f"unsafe outbound URL: {exc}")
+                problems.add(f"{kind}.{name}", f"unsafe outbound URL: {exc}"
+                             if allow_private or not exc.private else _PRIVATE_REFUSED)
     if kind == "cube":
         for index, server in enumerate(block.dns_servers):
             try:
@@ -191,13 +210,15 @@ def _check_block(kind: str, block: _Block, allow_private: bool, problems: Proble
         _check_docker(block, problems)
 
 
+_PRIVATE_REFUSED = ("unsafe outbound URL: private, loopback and internal addresses are not "
+                    "reachable from this deployment unless the operator allows them")
+
+
 def _check_docker(block: DockerBlock, problems: Problems) -> None:
-    host = block.host
-    if host and not host.startswith(("unix://", "tcp://")):
-        problems.add("docker.host", "must be unix:///path/to/docker.sock or tcp://host:port")
-    if host.startswith("tcp://") and not block.tls_cert_path:
-        problems.add("docker.tls_cert_path", "a tcp:// Docker host requires tls_cert_path "
-                     "(a directory with ca.pem, cert.pem and key.pem)")
+    offered = endpoints.engines()
+    if (block.engine or endpoints.LOCAL) not in offered:
+        problems.add("docker.engine", "not an engine this deployment offers; use one of: "
+                     + ", ".join(sorted(offered)))
 
 
 def _unique_stripped(values: list[str]) -> list[str]:
@@ -216,6 +237,8 @@ def masked(doc: dict[str, Any]) -> dict[str, Any]:
     for kind in ("cube", "e2b"):
         if out.get(kind):
             out[kind]["api_key"] = mask(out[kind].get("api_key"))
+    if out.get("docker"):
+        out["docker"] = upgraded_docker(out["docker"])
     out["env_vars"] = {k: mask(v) for k, v in (out.get("env_vars") or {}).items()}
     network = out.get("network") or {}
     for rule in network.get("cube_rules") or []:
@@ -226,27 +249,97 @@ def masked(doc: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def merge(incoming: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
-    """Bring stored secrets and server-owned fields back into an update (reference 1.3)."""
+def upgraded_docker(block: dict[str, Any]) -> dict[str, Any]:
+    """A stored `docker` block as tenants see it: a config stored with an engine URL
+    (before engines were the operator's) reads as the engine's name."""
+    out = {k: v for k, v in block.items() if k not in OPERATOR_OWNED}
+    out["engine"] = endpoints.engine_of(block)
+    return out
+
+
+def merge(incoming: dict[str, Any], stored: dict[str, Any], *,
+          may_reuse: bool = True) -> dict[str, Any]:
+    """Bring stored secrets and server-owned fields back into an update (reference 1.3).
+
+    `***` (and, for the API key and env values, "" or absence) keeps a stored secret,
+    but only while every address it is sent to is unchanged (decisions 11: the provider's
+    API URL, proxy URL and sandbox domain, the Docker engine, a Cube rule's match, an E2B
+    host rule's host), and only for a caller who may update the config (`may_reuse`).
+    Otherwise each secret that would have been kept is a field error: it must be typed
+    again. This is the one place secrets are carried over, for saves, checks and
+    template queries alike.
+    """
     if not isinstance(incoming, dict):
         return incoming
     out = copy.deepcopy(incoming)
+    keep = _Keeper(moved=_moved(incoming, stored), may_reuse=may_reuse)
     for kind in ("cube", "e2b"):
         if isinstance(out.get(kind), dict):
             old = (stored.get(kind) or {}).get("api_key")
-            out[kind]["api_key"] = keep_or_replace(out[kind].get("api_key"), old) or ""
+            out[kind]["api_key"] = keep(f"{kind}.api_key", out[kind].get("api_key"), old)
     if isinstance(out.get("env_vars"), dict):
         old = stored.get("env_vars") or {}
-        out["env_vars"] = {
-            k: keep_or_replace(v, old.get(k)) or "" for k, v in out["env_vars"].items()
-        }
+        out["env_vars"] = {k: keep(f"env_vars.{k}", v, old.get(k))
+                           for k, v in out["env_vars"].items()}
     if isinstance(out.get("network"), dict):
-        _merge_network(out["network"], stored.get("network") or {})
+        _merge_network(out["network"], stored.get("network") or {}, keep)
+    if keep.problems:
+        raise ValidationFailed(keep.problems.items)
     if not out.get("skill_rollout"):
         out["skill_rollout"] = stored.get("skill_rollout", "")
     for key in SERVER_OWNED:
         out.pop(key, None)
     return out
+
+
+def endpoint(doc: dict[str, Any]) -> tuple:
+    """Where a config's secrets go: its backend and that backend's addresses."""
+    kind = doc.get("sandbox_type")
+    block = doc.get(kind) if isinstance(doc.get(kind), dict) else {}
+    if kind == "docker":
+        return kind, endpoints.engine_of(block)
+    return (kind, *(str(block.get(name) or "").strip().rstrip("/").lower()
+                    for name in ENDPOINT_FIELDS))
+
+
+def _moved(incoming: dict[str, Any], stored: dict[str, Any]) -> str:
+    """Why stored secrets may not follow this update ("" when they may)."""
+    if not stored:
+        return ""
+    before, after = endpoint(stored), endpoint(incoming)
+    if before[0] != after[0]:
+        return "the backend changed"
+    changed = [name for name, old, new in zip(
+        ENDPOINT_FIELDS if after[0] != "docker" else ("engine",), before[1:], after[1:],
+        strict=True) if old != new]
+    return f"{', '.join(changed)} changed" if changed else ""
+
+
+class _Keeper:
+    """Decides, secret by secret, whether a stored value is kept; collects refusals."""
+
+    def __init__(self, *, moved: str, may_reuse: bool):
+        self.moved, self.may_reuse = moved, may_reuse
+        self.problems = Problems()
+
+    def __call__(self, field: str, incoming: Any, stored: Any, *, blank_keeps: bool = True,
+                 rule_moved: str = "") -> Any:
+        keeps = incoming == MASK or (blank_keeps and incoming in (None, ""))
+        if not keeps:
+            return incoming if incoming is not None else ""
+        if not stored:
+            if incoming == MASK and (self.moved or rule_moved):
+                self.problems.add(field, f"re-enter this secret: {self.moved or rule_moved}, "
+                                  "and there is no stored value for the new address")
+            return ""
+        why = self.moved or rule_moved
+        if why:
+            self.problems.add(field, f"re-enter this secret: {why}, and a stored secret is "
+                              "only sent to the address it was stored with")
+        elif not self.may_reuse:
+            self.problems.add(field, "send this secret: this caller may not reuse stored "
+                              "secrets (only those who may update the config can)")
+        return keep_or_replace(incoming, stored) or ""
 
 
 def _norm(value: Any) -> str:
@@ -256,20 +349,21 @@ def _norm(value: Any) -> str:
 class _Secrets:
     """Stored secrets by identity: the exact spelling first, then ignoring case and
     surrounding spaces (reference 1.3). Exact-first keeps two rules whose names differ
-    only in case (each valid on its own) from swapping secrets on a round trip."""
+    only in case (each valid on its own) from swapping secrets on a round trip. Each
+    secret carries where it was sent (`place`), to tell a moved rule from a new one."""
 
     def __init__(self) -> None:
-        self.exact: dict[tuple, Any] = {}
-        self.folded: dict[tuple, Any] = {}
+        self.exact: dict[tuple, tuple[Any, Any]] = {}
+        self.folded: dict[tuple, tuple[Any, Any]] = {}
 
-    def add(self, owner: Any, name: Any, secret: Any) -> None:
-        self.exact.setdefault((str(owner), str(name)), secret)
-        self.folded.setdefault((_norm(owner), _norm(name)), secret)
+    def add(self, owner: Any, name: Any, secret: Any, place: Any = None) -> None:
+        self.exact.setdefault((str(owner), str(name)), (secret, place))
+        self.folded.setdefault((_norm(owner), _norm(name)), (secret, place))
 
-    def get(self, owner: Any, name: Any) -> Any:
+    def get(self, owner: Any, name: Any) -> tuple[Any, Any]:
         exact = (str(owner), str(name))
         return self.exact[exact] if exact in self.exact else self.folded.get(
-            (_norm(owner), _norm(name)))
+            (_norm(owner), _norm(name)), (None, None))
 
 
 def _dicts(value: Any) -> list[dict[str, Any]]:
@@ -277,23 +371,44 @@ def _dicts(value: Any) -> list[dict[str, Any]]:
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
-def _merge_network(network: dict[str, Any], stored: dict[str, Any]) -> None:
+MATCH_FIELDS = ("host", "sni", "scheme", "path", "methods")
+
+
+def _match(rule: dict[str, Any]) -> tuple:
+    """What decides where a Cube rule injects its secret."""
+    methods = rule.get("methods") if isinstance(rule.get("methods"), list) else []
+    return (_norm(rule.get("host")), _norm(rule.get("sni")), _norm(rule.get("scheme")),
+            str(rule.get("path") or ""), tuple(sorted({_norm(m) for m in methods})))
+
+
+def _merge_network(network: dict[str, Any], stored: dict[str, Any], keep: _Keeper) -> None:
     inject = _Secrets()
     for rule in _dicts(stored.get("cube_rules")):
         for item in _dicts(rule.get("inject")):
-            inject.add(rule.get("name"), item.get("header"), item.get("secret"))
-    for rule in _dicts(network.get("cube_rules")):
-        for item in _dicts(rule.get("inject")):
-            old = inject.get(rule.get("name"), item.get("header"))
-            item["secret"] = keep_or_replace(item.get("secret"), old) or ""
+            inject.add(rule.get("name"), item.get("header"), item.get("secret"), _match(rule))
+    for r_index, rule in enumerate(_dicts(network.get("cube_rules"))):
+        for i_index, item in enumerate(_dicts(rule.get("inject"))):
+            old, place = inject.get(rule.get("name"), item.get("header"))
+            changed = [name for name, a, b in zip(MATCH_FIELDS, place or (), _match(rule),
+                                                   strict=False) if a != b]
+            item["secret"] = keep(
+                f"network.cube_rules[{r_index}].inject[{i_index}].secret", item.get("secret"),
+                old, blank_keeps=False,
+                rule_moved=f"the rule's {', '.join(changed)} changed" if changed else "")
     headers = _Secrets()
     for rule in _dicts(stored.get("e2b_host_rules")):
         for name, value in (rule.get("headers") or {}).items():
             headers.add(rule.get("host"), name, value)
-    for rule in _dicts(network.get("e2b_host_rules")):
+    hosts = {_norm(rule.get("host")) for rule in _dicts(stored.get("e2b_host_rules"))}
+    for r_index, rule in enumerate(_dicts(network.get("e2b_host_rules"))):
         if isinstance(rule.get("headers"), dict):
+            # Headers are stored by host: `***` under a host that was never stored is
+            # a moved rule, refused rather than silently sending an empty header.
+            moved = "" if _norm(rule.get("host")) in hosts else "the rule's host changed"
             rule["headers"] = {
-                name: keep_or_replace(value, headers.get(rule.get("host"), name)) or ""
+                name: keep(f"network.e2b_host_rules[{r_index}].headers.{name}", value,
+                           headers.get(rule.get("host"), name)[0], blank_keeps=False,
+                           rule_moved=moved)
                 for name, value in rule["headers"].items()
             }
 
@@ -304,7 +419,8 @@ def identity(doc: dict[str, Any]) -> tuple:
     """The fields that decide which account or engine sandboxes live in (reference 1.2)."""
     kind = doc["sandbox_type"]
     block = doc.get(kind) or {}
-    return (kind, bool(doc.get("allow_private_endpoints")),
+    engine = endpoints.engine_of(block) if kind == "docker" else ""
+    return (kind, bool(doc.get("allow_private_endpoints")), engine,
             *(block.get(name, "") for name in IDENTITY_FIELDS))
 
 

@@ -278,10 +278,10 @@ def sandbox_form_validate():
     row = _editing()
     ed = Editor.parse(request.form)
     doc = ed.document()
-    if row is not None:
-        doc = sandbox_doc.merge(doc, row.config)
     errors: list[dict[str, str]] = []
     try:
+        if row is not None:
+            doc = sandbox_doc.merge(doc, row.config)
         sandbox_doc.validate(doc, resolve_urls=False)
     except ValidationFailed as err:
         errors = err.errors
