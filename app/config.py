@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -129,6 +130,12 @@ class TestingConfig(BaseConfig):
     GITHUB_URL = GITHUB_CODELOAD_URL = GITHUB_API_URL = GITLAB_URL = "http://127.0.0.1:9"
     SKILL_SOURCES_ALLOW_PRIVATE = False
     SKILL_SOURCES_OFFLINE = True
+    # The operator's defaults; tests that use loopback fakes turn private endpoints on.
+    # `missing` is an engine whose socket does not exist (unreachable-engine tests).
+    SANDBOX_ALLOW_PRIVATE_ENDPOINTS = False
+    SANDBOX_DOCKER_ENGINES = json.dumps({
+        "local": {"url": _env("SANDLOT_TEST_DOCKER_HOST", "unix:///var/run/docker.sock")},
+        "missing": {"url": "unix:///tmp/sandlot-no-engine.sock"}})
 
 
 class ProductionConfig(BaseConfig):

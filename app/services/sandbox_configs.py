@@ -25,7 +25,7 @@ from app.extensions import db
 from app.models import Role, SandboxConfig, Tenant
 from app.models.sandbox_config import CORDON_LEASE
 from app.models.types import utcnow
-from app.services import Actor, audit, endpoints, sandbox_doc
+from app.services import Actor, audit, endpoints, sandbox_check_parts, sandbox_doc
 
 log = logging.getLogger("sandlot.sandbox_configs")
 NAME_MAX, DESCRIPTION_MAX = 100, 2000
@@ -347,7 +347,9 @@ def query_templates(stored: SandboxConfig | None, raw: Any, options: dict[str, A
     try:
         templates = backend_for(doc).list_templates()
     except BackendError as exc:
-        raise Unavailable(f"The template catalog could not be read: {exc.reason}") from exc
+        # Tenant-safe wording: no address, port or path of a failed connection.
+        raise Unavailable("The template catalog could not be read: "
+                          f"{sandbox_check_parts.human(doc, exc)}") from exc
     standard = sandbox_doc.template_of(doc)
     return {
         "templates": [{"id": t.id, "name": t.name, "status": t.status,

@@ -18,6 +18,12 @@ pytestmark = pytest.mark.browser
 TAB_TIMEOUT_MS = 10_000  # read by the shared `tab` fixture
 
 
+@pytest.fixture(autouse=True)
+def _operator_allows_private_endpoints(app, monkeypatch):
+    """These configs point at loopback fakes: the operator's setting lets them (issue 9)."""
+    monkeypatch.setitem(app.config, "SANDBOX_ALLOW_PRIVATE_ENDPOINTS", True)
+
+
 @pytest.fixture
 def workspace() -> factories.TenantUsers:
     """A workspace with remote configs on loopback (nothing leaves this machine)."""

@@ -22,6 +22,12 @@ ENV_CANARY = "canary-env-value-51d0"
 HEADER_CANARY = "canary-header-value-92be"
 
 
+@pytest.fixture(autouse=True)
+def _operator_allows_private_endpoints(app, monkeypatch):
+    """These configs point at loopback fakes: the operator's setting lets them (issue 9)."""
+    monkeypatch.setitem(app.config, "SANDBOX_ALLOW_PRIVATE_ENDPOINTS", True)
+
+
 def make(group, name: str, doc: dict, description: str = "") -> SandboxConfig:
     return service.create_config(group.tenant, audit.SystemActor("tests"), name, description, doc)
 
