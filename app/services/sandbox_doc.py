@@ -322,9 +322,8 @@ class _Keeper:
         self.moved, self.may_reuse = moved, may_reuse
         self.problems = Problems()
 
-    def __call__(self, field: str, incoming: Any, stored: Any, *, blank_keeps: bool = True,
-                 rule_moved: str = "") -> Any:
-        keeps = incoming == MASK or (blank_keeps and incoming in (None, ""))
+    def __call__(self, field: str, incoming: Any, stored: Any, *, rule_moved: str = "") -> Any:
+        keeps = incoming in (None, "", MASK)
         if not keeps:
             return incoming if incoming is not None else ""
         if not stored:
@@ -368,7 +367,15 @@ class _Secrets:
 
 def _dicts(value: Any) -> list[dict[str, Any]]:
     """The dict items of a list; anything else (an unvalidated update) yields nothing."""
-    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+    return [item for _, item in _indexed(value)]
+
+
+def _indexed(value: Any) -> list[tuple[int, dict[str, Any]]]:
+    """(index, item) for the dict items of a list: indices as the validator counts them,
+    so a refusal names the same path as any other problem of that item."""
+    if not isinstance(value, list):
+        return []
+    return [(index, item) for index, item in enumerate(value) if isinstance(item, dict)]
 
 
 MATCH_FIELDS = ("host", "sni", "scheme", "path", "methods")
@@ -386,29 +393,27 @@ def _merge_network(network: dict[str, Any], stored: dict[str, Any], keep: _Keepe
     for rule in _dicts(stored.get("cube_rules")):
         for item in _dicts(rule.get("inject")):
             inject.add(rule.get("name"), item.get("header"), item.get("secret"), _match(rule))
-    for r_index, rule in enumerate(_dicts(network.get("cube_rules"))):
-        for i_index, item in enumerate(_dicts(rule.get("inject"))):
+    for r_index, rule in _indexed(network.get("cube_rules")):
+        for i_index, item in _indexed(rule.get("inject")):
             old, place = inject.get(rule.get("name"), item.get("header"))
             changed = [name for name, a, b in zip(MATCH_FIELDS, place or (), _match(rule),
                                                    strict=False) if a != b]
             item["secret"] = keep(
                 f"network.cube_rules[{r_index}].inject[{i_index}].secret", item.get("secret"),
-                old, blank_keeps=False,
-                rule_moved=f"the rule's {', '.join(changed)} changed" if changed else "")
+                old, rule_moved=f"the rule's {', '.join(changed)} changed" if changed else "")
     headers = _Secrets()
     for rule in _dicts(stored.get("e2b_host_rules")):
         for name, value in (rule.get("headers") or {}).items():
             headers.add(rule.get("host"), name, value)
     hosts = {_norm(rule.get("host")) for rule in _dicts(stored.get("e2b_host_rules"))}
-    for r_index, rule in enumerate(_dicts(network.get("e2b_host_rules"))):
+    for r_index, rule in _indexed(network.get("e2b_host_rules")):
         if isinstance(rule.get("headers"), dict):
             # Headers are stored by host: `***` under a host that was never stored is
             # a moved rule, refused rather than silently sending an empty header.
             moved = "" if _norm(rule.get("host")) in hosts else "the rule's host changed"
             rule["headers"] = {
                 name: keep(f"network.e2b_host_rules[{r_index}].headers.{name}", value,
-                           headers.get(rule.get("host"), name)[0], blank_keeps=False,
-                           rule_moved=moved)
+                           headers.get(rule.get("host"), name)[0], rule_moved=moved)
                 for name, value in rule["headers"].items()
             }
 

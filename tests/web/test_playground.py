@@ -288,7 +288,7 @@ def test_a_cordoned_config_appends_an_error_entry(two_tenants, login_as):
 def test_a_provider_that_is_down_appends_its_reason(two_tenants, login_as):
     a, _ = two_tenants
     config = make_config(a, "Old engine", {"sandbox_type": "docker", "docker": {
-        "image": BASE_IMAGE, "host": "unix:///tmp/sandlot-nonexistent.sock"}})
+        "image": BASE_IMAGE, "engine": "missing"}})
     client = login_as(a.viewer, a.tenant)
     session_id = open_session(client, config)
     response = run(client, session_id, PRINT_ONE)
@@ -347,7 +347,7 @@ def test_another_members_session_is_not_found(two_tenants, login_as):
 def test_ending_a_session_whose_provider_is_down_keeps_it_and_says_why(two_tenants, login_as):
     a, _ = two_tenants
     config = make_config(a, "Old engine", {"sandbox_type": "docker", "docker": {
-        "image": BASE_IMAGE, "host": "unix:///tmp/sandlot-nonexistent.sock"}})
+        "image": BASE_IMAGE, "engine": "missing"}})
     client = login_as(a.viewer, a.tenant)
     session_id = open_session(client, config)
     path = f"/playground/{session_id}"

@@ -15,7 +15,7 @@ from app.services import sandbox_configs as service
 from app.services.sandbox_configs import Inventory
 from tests.web._support import post_form, text
 
-UNREACHABLE = "unix:///tmp/sandlot-nonexistent.sock"
+UNREACHABLE = "missing"  # an engine of the test settings whose socket does not exist
 IMAGE = "sandlot/sandbox:base"
 CANARY = "canary-e2b-key-7f3a9c"
 ENV_CANARY = "canary-env-value-51d0"
@@ -222,7 +222,7 @@ def test_a_duplicate_name_is_reported_above_the_form(two_tenants, login_as):
 
 
 @pytest.mark.parametrize("field", ["name", "description", "docker.image", "env_vars[0].key",
-                                   "env_vars[0].value", "network.allow_out[0]", "docker.host"])
+                                   "env_vars[0].value", "network.allow_out[0]", "docker.engine"])
 def test_a_nul_in_any_input_is_a_field_error_not_a_server_error(two_tenants, login_as, field):
     a, _ = two_tenants
     client = login_as(a.admin, a.tenant)
@@ -266,6 +266,8 @@ def test_live_validation_checks_cube_rules_against_stored_secrets(two_tenants, l
     })
     response = post_form(login_as(a.admin, a.tenant), "/sandboxes/editor/validate", {
         "config_id": row.id, "sandbox_type": "cube",
+        "allow_private_endpoints": "y", "cube.api_url": "http://127.0.0.1:8443",
+        "cube.proxy_url": "http://127.0.0.1:8444", "cube.sandbox_domain": "cube.internal",
         "network.cube_rules[4].name": "gh", "network.cube_rules[4].host": "api.github.com",
         "network.cube_rules[4].action": "deny",
         "network.cube_rules[4].inject[2].header": "Authorization",
@@ -300,9 +302,10 @@ def test_load_templates_lists_the_local_images(two_tenants, login_as):
     for image in images:
         assert f'data-pick="{image}"' in body
     unreachable = text(post_form(client, "/sandboxes/editor/templates",
-                                 {"sandbox_type": "docker", "docker.host": UNREACHABLE},
+                                 {"sandbox_type": "docker", "docker.engine": UNREACHABLE},
                                  htmx=True))
-    assert "not reachable" in unreachable
+    assert "The Docker engine “missing” could not be reached" in unreachable
+    assert "/tmp/" not in unreachable  # the operator's socket path is not the tenant's
 
 
 # -- edit and secrets ----------------------------------------------------------------------------
@@ -377,28 +380,28 @@ def test_an_identity_change_with_live_sandboxes_opens_the_inventory(two_tenants,
     live = Inventory(sandbox_count=2, session_ids=["sess-1", "sess-2"], agent_names=["Scout"])
     monkeypatch.setattr(service, "take_inventory", lambda *args, **kwargs: live)
     response = post_form(login_as(a.admin, a.tenant), f"/sandboxes/{row.id}/edit",
-                         {**DOCKER_FORM, "docker.host": UNREACHABLE}, htmx=True)
+                         {**DOCKER_FORM, "docker.engine": UNREACHABLE}, htmx=True)
     body = text(response)
     assert response.status_code == 409
     assert response.headers["HX-Retarget"] == "#drawer-slot"
     assert "still live" in body and "sess-1" in body and "Scout" in body
-    assert stored(row)["docker"]["host"] == ""
+    assert stored(row)["docker"]["engine"] == "local"
 
 
 def test_an_unverifiable_identity_change_offers_save_anyway(two_tenants, login_as):
     a, _ = two_tenants
-    row = docker(a, docker={"host": UNREACHABLE})
+    row = docker(a, docker={"engine": UNREACHABLE})
     client = login_as(a.admin, a.tenant)
-    form = {**DOCKER_FORM, "docker.host": "unix:///tmp/sandlot-other.sock"}
+    form = {**DOCKER_FORM, "docker.engine": "local"}
     response = post_form(client, f"/sandboxes/{row.id}/edit", form, htmx=True)
     body = text(response)
     assert response.status_code == 409 and response.headers["HX-Retarget"] == "#editor-alert"
     assert "could not be listed" in body and "Save anyway" in body
     assert f'hx-post="/sandboxes/{row.id}/edit?force=1"' in body and "hx-confirm" in body
-    assert stored(row)["docker"]["host"] == UNREACHABLE
+    assert stored(row)["docker"]["engine"] == UNREACHABLE
     response = post_form(client, f"/sandboxes/{row.id}/edit?force=1", form, htmx=True)
     assert response.status_code == 200
-    assert stored(row)["docker"]["host"] == "unix:///tmp/sandlot-other.sock"
+    assert stored(row)["docker"]["engine"] == "local"
 
 
 def test_a_cordoned_config_answers_with_a_clear_message(two_tenants, login_as):
@@ -436,7 +439,7 @@ def test_delete_removes_the_config(two_tenants, login_as):
 def test_an_unreachable_engine_makes_the_inventory_unverifiable_until_forced(two_tenants,
                                                                             login_as):
     a, _ = two_tenants
-    row = docker(a, docker={"host": UNREACHABLE})
+    row = docker(a, docker={"engine": UNREACHABLE})
     client = login_as(a.admin, a.tenant)
     page = text(client.get(f"/sandboxes/{row.id}/inventory"))
     assert "Inventory unverifiable." in page and "Force delete" in page
