@@ -21,7 +21,8 @@ WAIT_SEC = 95
 class SandboxCheckIn(Strict):
     config: dict[str, Any] | None = Field(
         default=None, description="Unsaved config document; *** or empty secrets keep the "
-        "stored ones of config_id")
+        "stored ones of config_id only while every address they are sent to is unchanged, "
+        "and only for a caller who may update configs (others must send the secrets)")
     config_id: str | None = Field(default=None, max_length=36)
     deep: bool = Field(default=False, description="Also create a real sandbox (deleted "
                        "afterwards), run a command in it and probe egress")

@@ -91,8 +91,7 @@ def test_admin_adds_a_docker_config_with_a_live_policy_check(tab, workspace):
 def test_admin_turns_scripts_off_and_force_deletes_an_unverifiable_config(tab, workspace):
     service.create_config(workspace.tenant, audit.SystemActor("tests"), "Old engine", "", {
         "sandbox_type": "docker",
-        "docker": {"image": "sandlot/sandbox:base",
-                   "host": "unix:///tmp/sandlot-nonexistent.sock"}})
+        "docker": {"image": "sandlot/sandbox:base", "engine": "missing"}})
     sign_in(tab, workspace.admin.email)
     tab.goto("/sandboxes")
     switch = tab.get_by_role("switch", name="Workspace scripts")
