@@ -184,10 +184,10 @@ _DETAIL = re.compile(
     r"|\[Errno[^\]]*\][^,;)]*", re.IGNORECASE)
 
 
-def conceal(doc: dict[str, Any], text: str) -> str:
+def conceal(doc: dict[str, Any] | None, text: str) -> str:
     """`text` with the config's addresses named by field and any other address, port,
     path or errno detail replaced by "(detail hidden)"."""
-    block = doc.get(doc["sandbox_type"]) or {}
+    block = (doc.get(doc["sandbox_type"]) or {}) if doc else {}
     for name in ("api_url", "proxy_url"):
         url = str(block.get(name) or "").strip().rstrip("/")
         if url:

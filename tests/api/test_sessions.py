@@ -199,6 +199,7 @@ def test_backend_down_is_503_and_session_stays_consistent(two_tenants, bearer):
     assert response.status_code == 503
     assert response.json["error"]["code"] == "unavailable"
     assert "not reachable" in response.json["error"]["message"]
+    assert "/tmp/" not in response.json["error"]["message"]  # the operator's socket path
     row = db.session.get(SandboxSession, session_id)
     db.session.refresh(row)
     assert row.binding_state == "none" and row.sandbox_id is None

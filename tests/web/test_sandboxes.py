@@ -510,3 +510,34 @@ def test_a_post_without_csrf_token_changes_nothing(two_tenants, login_as):
     assert client.post("/sandboxes/scripts", data={"scripts": "off"}).status_code == 400
     assert client.post("/sandboxes", data=DOCKER_FORM).status_code == 400
     assert len(service.list_configs(a.tenant)) == 1 and not a.tenant.scripts_disabled
+
+
+def test_changing_the_api_url_asks_for_every_stored_secret_again(two_tenants, login_as):
+    a, _ = two_tenants
+    row = e2b(a)
+    form = {
+        "name": "E2B prod", "sandbox_type": "e2b", "allow_private_endpoints": "y",
+        "e2b.api_key": "", "e2b.api_url": "http://127.0.0.1:3999", "e2b.template_id": "base",
+        "env_vars[0].key": "OPENAI_API_KEY", "env_vars[0].value": "",
+        "env_vars[1].key": "LOG_LEVEL", "env_vars[1].value": "",
+        "network.deny_egress_by_default": "y", "network.allow_out[0]": "api.github.com",
+        "network.e2b_host_rules[0].host": "api.github.com",
+        "network.e2b_host_rules[0].headers[0].name": "Authorization",
+        "network.e2b_host_rules[0].headers[0].value": "",
+    }
+    client = login_as(a.admin, a.tenant)
+
+    response = post_form(client, f"/sandboxes/{row.id}/edit", form, htmx=True)
+
+    body = text(response)
+    assert response.status_code == 400
+    for slot_id in ("err-e2b-api_key", "err-env_vars-0", "err-env_vars-1",
+                    "err-network-e2b_host_rules-0-headers-0"):
+        assert "re-enter this secret" in slot(body, slot_id), slot_id
+    assert stored(row)["e2b"]["api_url"] == "http://127.0.0.1:3000"
+    typed = {**form, "e2b.api_key": "new-key", "env_vars[0].value": "new-env",
+             "env_vars[1].value": "info", "network.e2b_host_rules[0].headers[0].value": "h"}
+    # Typed again, it saves (forced: the old provider on a closed port cannot be listed).
+    saved = post_form(client, f"/sandboxes/{row.id}/edit?force=1", typed, htmx=True)
+    assert saved.status_code == 200, text(saved)
+    assert stored(row)["e2b"]["api_key"] == "new-key"
