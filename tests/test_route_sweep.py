@@ -332,14 +332,14 @@ def test_a_swapped_address_never_gets_a_stored_secret(secret_route, app, two_wor
     monkeypatch.setitem(app.config, "SANDBOX_ALLOW_PRIVATE_ENDPOINTS", True)
     a, _ = two_worlds
     route = next(r for r in ALL_ROUTES if r.endpoint == secret_route.endpoint)
-    configs = {kind: endpoints.stored_config(a.tenant.id, kind) for kind in ("e2b", "docker")}
+    configs = {kind: endpoints.stored_config(a.tenant.id, kind)
+               for kind in ("e2b", "cube", "docker")}
     problems = []
     for swap in endpoints.SWAPS:
         for mask in endpoints.MASKS:
             who = f"{swap.name} with {mask or 'blank'}"
             evil.calls.clear()
-            path, body, form = secret_route.request(configs[swap.kind], swap,
-                                                    swap.value(evil), mask)
+            path, body, form = secret_route.request(configs[swap.kind], swap, evil, mask)
             before = routes.fingerprint()
             if body is not None:
                 api = bearer(a.admin, a.tenant)

@@ -29,31 +29,61 @@ STORED_API = "http://127.0.0.1:9"
 
 @dataclass(frozen=True)
 class Swap:
-    """One address a secret is sent to, and the attacker's value for it."""
+    """One address a secret is sent to, and how the attacker changes it."""
 
     name: str
     kind: str  # the stored config's backend
-    field: str  # the document path of the address
-    value: Callable[[Any], str]  # the attacker's address, from the fake that records
+    swap: Callable[[dict[str, Any], Any], None]  # (document, the recording fake) -> None
 
 
+def _block(field: str) -> Callable[[dict[str, Any], Any], None]:
+    def swap(doc: dict[str, Any], evil: Any) -> None:
+        kind = doc["sandbox_type"]
+        doc[kind][field] = {"api_url": evil.api_url, "proxy_url": evil.gateway_url,
+                            "sandbox_domain": evil.domain, "engine": "missing"}[field]
+    return swap
+
+
+def _rule_host(doc: dict[str, Any], evil: Any) -> None:
+    rules = "cube_rules" if doc["sandbox_type"] == "cube" else "e2b_host_rules"
+    doc["network"][rules][0]["host"] = EVIL_HOST
+
+
+EVIL_HOST = "evil.example.com"
 SWAPS = (
-    Swap("e2b-api_url", "e2b", "e2b.api_url", lambda evil: evil.api_url),
-    Swap("e2b-proxy_url", "e2b", "e2b.proxy_url", lambda evil: evil.gateway_url),
-    Swap("e2b-sandbox_domain", "e2b", "e2b.sandbox_domain", lambda evil: evil.domain),
-    Swap("docker-engine", "docker", "docker.engine", lambda evil: "missing"),
+    Swap("e2b-api_url", "e2b", _block("api_url")),
+    Swap("e2b-proxy_url", "e2b", _block("proxy_url")),
+    Swap("e2b-sandbox_domain", "e2b", _block("sandbox_domain")),
+    Swap("e2b-host-rule-host", "e2b", _rule_host),
+    Swap("cube-api_url", "cube", _block("api_url")),
+    Swap("cube-rule-host", "cube", _rule_host),
+    Swap("docker-engine", "docker", _block("engine")),
 )
 
 
-def stored_config(tenant_id: int, kind: str) -> str:
-    """A config holding SECRET (API key and an env value) at its stored addresses."""
-    raw: dict[str, Any] = {"sandbox_type": kind, "allow_private_endpoints": True,
-                           "env_vars": {"SWEEP_TOKEN": SECRET}}
+def _doc(kind: str, secret: str) -> dict[str, Any]:
+    """The stored document of `kind`, with `secret` wherever a secret goes."""
+    network: dict[str, Any] = {"deny_egress_by_default": True,
+                               "allow_out": ["api.example.com", EVIL_HOST]}
+    doc: dict[str, Any] = {"sandbox_type": kind, "allow_private_endpoints": True,
+                           "env_vars": {"SWEEP_TOKEN": secret}, "network": network}
     if kind == "e2b":
-        raw["e2b"] = {"api_key": SECRET, "template_id": "base", "api_url": STORED_API}
+        doc["e2b"] = {"api_key": secret, "template_id": "base", "api_url": STORED_API}
+        network["e2b_host_rules"] = [{"host": "api.example.com",
+                                      "headers": {"X-Key": secret}}]
+    elif kind == "cube":
+        doc["cube"] = {"api_key": secret, "template_id": "base", "api_url": STORED_API,
+                       "proxy_url": STORED_API, "sandbox_domain": "cube.test"}
+        network["cube_rules"] = [{"name": "api", "host": "api.example.com",
+                                  "inject": [{"header": "Authorization", "secret": secret}]}]
     else:
-        raw["docker"] = {"image": "sandlot/sandbox:base", "engine": "local"}
-    doc = sandbox_doc.validate(raw, resolve_urls=False)
+        doc["docker"] = {"image": "sandlot/sandbox:base", "engine": "local"}
+    return doc
+
+
+def stored_config(tenant_id: int, kind: str) -> str:
+    """A config holding SECRET in every secret field, at its stored addresses."""
+    doc = sandbox_doc.validate(_doc(kind, SECRET), resolve_urls=False)
     row = SandboxConfig(id=str(uuid.uuid4()), tenant_id=tenant_id, name=f"swap {kind}",
                         description="", sandbox_type=kind, config=doc)
     db.session.add(row)
@@ -61,40 +91,48 @@ def stored_config(tenant_id: int, kind: str) -> str:
     return row.id
 
 
-def swapped_doc(swap: Swap, address: str, mask: str) -> dict[str, Any]:
+def swapped_doc(swap: Swap, evil: Any, mask: str) -> dict[str, Any]:
     """The API document: the stored one, one address swapped, every secret masked."""
-    block_name, field = swap.field.split(".")
-    if swap.kind == "e2b":
-        block = {"api_key": mask, "template_id": "base", "api_url": STORED_API}
-    else:
-        block = {"image": "sandlot/sandbox:base", "engine": "local"}
-    block[field] = address
-    return {"sandbox_type": swap.kind, "allow_private_endpoints": True,
-            "env_vars": {"SWEEP_TOKEN": mask}, block_name: block}
+    doc = _doc(swap.kind, mask)
+    swap.swap(doc, evil)
+    return doc
 
 
-def swapped_form(swap: Swap, address: str, mask: str, config_id: str) -> dict[str, str]:
+def swapped_form(swap: Swap, evil: Any, mask: str, config_id: str) -> dict[str, str]:
     """The editor form as the browser posts it, with the same swap."""
-    doc = swapped_doc(swap, address, mask)
-    form = {"config_id": config_id, "name": f"swap {swap.kind}", "description": "",
-            "sandbox_type": swap.kind, "allow_private_endpoints": "y",
+    doc = swapped_doc(swap, evil, mask)
+    kind, network = doc["sandbox_type"], doc["network"]
+    form = {"config_id": config_id, "name": f"swap {kind}", "description": "",
+            "sandbox_type": kind, "allow_private_endpoints": "y",
+            "network.deny_egress_by_default": "y",
             "env_vars[0].key": "SWEEP_TOKEN", "env_vars[0].value": mask}
-    form.update({f"{swap.kind}.{k}": str(v) for k, v in doc[swap.kind].items()})
+    form.update({f"{kind}.{k}": str(v) for k, v in doc[kind].items()})
+    form.update({f"network.allow_out[{i}]": v for i, v in enumerate(network["allow_out"])})
+    for rule in network.get("cube_rules", []):
+        form.update({"network.cube_rules[0].name": rule["name"],
+                     "network.cube_rules[0].host": rule["host"],
+                     "network.cube_rules[0].action": "allow",
+                     "network.cube_rules[0].inject[0].header": "Authorization",
+                     "network.cube_rules[0].inject[0].secret": mask})
+    for rule in network.get("e2b_host_rules", []):
+        form.update({"network.e2b_host_rules[0].host": rule["host"],
+                     "network.e2b_host_rules[0].headers[0].name": "X-Key",
+                     "network.e2b_host_rules[0].headers[0].value": mask})
     return form
 
 
 @dataclass(frozen=True)
 class SecretRoute:
     endpoint: str
-    # (config id, swap, address, mask) -> (path, json body or None, form data or None)
-    request: Callable[[str, Swap, str, str], tuple[str, Any, Any]]
+    # (config id, swap, the recording fake, mask) -> (path, json body or None, form or None)
+    request: Callable[[str, Swap, Any, str], tuple[str, Any, Any]]
     # A refusal as this route answers it: (status, text that names the refused secret)
     refusal_status: int
 
 
 def _api(path: str, with_name: bool = False):
-    def build(config_id: str, swap: Swap, address: str, mask: str):
-        body: dict[str, Any] = {"config": swapped_doc(swap, address, mask)}
+    def build(config_id: str, swap: Swap, evil: Any, mask: str):
+        body: dict[str, Any] = {"config": swapped_doc(swap, evil, mask)}
         if with_name:
             body["name"] = "swapped"
             return path.format(config_id=config_id), body, None
@@ -104,8 +142,8 @@ def _api(path: str, with_name: bool = False):
 
 
 def _web(path: str):
-    def build(config_id: str, swap: Swap, address: str, mask: str):
-        return path.format(config_id=config_id), None, swapped_form(swap, address, mask,
+    def build(config_id: str, swap: Swap, evil: Any, mask: str):
+        return path.format(config_id=config_id), None, swapped_form(swap, evil, mask,
                                                                      config_id)
     return build
 
