@@ -86,6 +86,7 @@ def merge(incoming: dict[str, Any], stored: dict[str, Any], *,
 def endpoint(doc: dict[str, Any]) -> tuple:
     """Where a config's secrets go: its backend and that backend's addresses."""
     kind = doc.get("sandbox_type")
+    kind = kind if isinstance(kind, str) else ""  # an unvalidated update may send anything
     block = doc.get(kind) if isinstance(doc.get(kind), dict) else {}
     if kind == "docker":
         return kind, endpoints.engine_of(block)

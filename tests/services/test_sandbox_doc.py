@@ -333,6 +333,20 @@ def test_merge_tolerates_unvalidated_garbage(network):
         validate(out)
 
 
+@pytest.mark.parametrize("update", [
+    {"sandbox_type": ["e2b"], "e2b": {"api_key": "***"}}, {"sandbox_type": "e2b", "e2b": 5},
+    {"sandbox_type": None, "env_vars": {"A": "***"}},
+    {"sandbox_type": "docker", "docker": {"engine": ["x"]}, "env_vars": []},
+], ids=["type-a-list", "block-an-int", "type-none", "engine-a-list"])
+def test_merge_refuses_garbage_with_a_field_error_not_a_crash(update):
+    try:
+        validate(merge(update, full_doc()))
+    except ValidationFailed as err:
+        assert err.errors
+    else:
+        pytest.fail("accepted")
+
+
 # -- identity ----------------------------------------------------------------------------
 
 def test_identity_changes_only_with_backend_identity_fields():
