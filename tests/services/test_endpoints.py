@@ -106,3 +106,32 @@ def test_an_app_with_a_bad_engine_setting_refuses_to_start():
 def test_the_default_is_the_local_engine():
     assert parse_engines("") == {"local": endpoints.Engine("local",
                                                            "unix:///var/run/docker.sock")}
+
+
+def test_a_stored_private_endpoint_stops_working_when_the_operator_disallows_it(app,
+                                                                               monkeypatch):
+    """Saved while allowed, then the operator turns private endpoints off: the config's
+    own flag no longer counts where the backend is built (sessions, checks, inventory)."""
+    monkeypatch.setitem(app.config, "SANDBOX_ALLOW_PRIVATE_ENDPOINTS", True)
+    doc = sandbox_doc.validate({"sandbox_type": "e2b", "allow_private_endpoints": True,
+                                "e2b": {"api_key": "k-123", "template_id": "base",
+                                        "api_url": "http://127.0.0.1:9"}})
+    assert backend_for(doc).settings.allow_private_endpoints is True
+
+    monkeypatch.setitem(app.config, "SANDBOX_ALLOW_PRIVATE_ENDPOINTS", False)
+    backend = backend_for(doc)
+    assert backend.settings.allow_private_endpoints is False
+    with pytest.raises(BackendError, match="unsafe outbound URL"):
+        backend.settings.check_endpoints()
+
+
+@pytest.mark.parametrize("url", ["http://169.254.169.254:49983", "http://[fd00:ec2::254]:80",
+                                 "http://0.0.0.0:49983"])
+def test_the_data_plane_never_reaches_metadata_even_with_private_endpoints(url):
+    from app.backends.e2b import E2BBackend
+
+    backend = E2BBackend({"api_key": "k-123", "template_id": "base",
+                          "api_url": "http://127.0.0.1:9", "allow_private_endpoints": True})
+    backend._check_data_plane("http://127.0.0.1:49983")  # private is allowed here
+    with pytest.raises(BackendError, match="never reachable"):
+        backend._check_data_plane(url)
