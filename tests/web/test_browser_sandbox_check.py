@@ -76,3 +76,5 @@ def test_deep_check_of_an_unsaved_change_reports_the_unreachable_engine(tab, wor
     assert "/tmp/" not in result.inner_text()  # the operator's socket path stays hidden
     assert result.locator(".check-row.is-skipped", has_text="control_plane_unreachable") \
         .count() == 4
+    tab.mouse.move(0, 0)
+    shot(tab, "sandbox-check-unreachable.png")
