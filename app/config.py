@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -86,6 +87,14 @@ class BaseConfig:
     SANDBOX_EGRESS_PROBE_URLS = _env("SANDBOX_EGRESS_PROBE_URLS",
                                      "https://pypi.org/simple/,https://www.baidu.com,"
                                      "https://1.1.1.1")
+    # What tenants' configs may reach is the operator's (decisions 11). The Docker engines
+    # a config may name: JSON {"name": {"url": "unix:///abs/path" | "tcp://host:port",
+    # "tls_dir": "/abs/dir with ca.pem, cert.pem, key.pem"}} (tcp:// needs tls_dir).
+    SANDBOX_DOCKER_ENGINES = _env("SANDBOX_DOCKER_ENGINES",
+                                  '{"local": {"url": "unix:///var/run/docker.sock"}}')
+    # Whether a config's allow_private_endpoints may take effect at all (loopback and
+    # private addresses). Link-local, metadata, unspecified and multicast: never.
+    SANDBOX_ALLOW_PRIVATE_ENDPOINTS = _flag("SANDBOX_ALLOW_PRIVATE_ENDPOINTS")
     # Development only: where generated keys are kept when none are configured.
     INSTANCE_PATH = str(INSTANCE)
     GENERATE_MISSING_KEYS = False
@@ -116,6 +125,12 @@ class BaseConfig:
     @classmethod
     def validate(cls, cfg: dict) -> None:
         """Refuse a configuration that cannot run safely."""
+        from app.services.endpoints import EngineSettingError, parse_engines
+
+        try:
+            parse_engines(cfg.get("SANDBOX_DOCKER_ENGINES") or "")
+        except EngineSettingError as exc:
+            raise RuntimeError(f"Sandlot refuses to start: {exc}") from None
 
 
 class DevelopmentConfig(BaseConfig):
@@ -146,6 +161,12 @@ class TestingConfig(BaseConfig):
     GITHUB_URL = GITHUB_CODELOAD_URL = GITHUB_API_URL = GITLAB_URL = "http://127.0.0.1:9"
     SKILL_SOURCES_ALLOW_PRIVATE = False
     SKILL_SOURCES_OFFLINE = True
+    # The operator's defaults; tests that use loopback fakes turn private endpoints on.
+    # `missing` is an engine whose socket does not exist (unreachable-engine tests).
+    SANDBOX_ALLOW_PRIVATE_ENDPOINTS = False
+    SANDBOX_DOCKER_ENGINES = json.dumps({
+        "local": {"url": _env("SANDLOT_TEST_DOCKER_HOST", "unix:///var/run/docker.sock")},
+        "missing": {"url": "unix:///tmp/sandlot-no-engine.sock"}})
 
 
 class ProductionConfig(BaseConfig):
@@ -155,6 +176,7 @@ class ProductionConfig(BaseConfig):
 
     @classmethod
     def validate(cls, cfg: dict) -> None:
+        super().validate(cfg)
         missing = [
             name
             for name in ("SECRET_KEY", "SECRETS_KEYS", "SQLALCHEMY_DATABASE_URI")

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from flask import Flask
+from flask import Flask, current_app
 from flask.testing import FlaskClient
 from sqlalchemy import select, text
 from sqlalchemy.exc import OperationalError
@@ -127,14 +127,20 @@ def end_sessions() -> None:
     Best effort by design: a session whose provider is gone (a fake already stopped) or
     whose secrets no longer decrypt (a key-rotation test) has nothing we can reach, and
     its failure must not keep the database from being emptied."""
-    for session_id in db.session.scalars(select(SandboxSession.id)).all():
-        try:
-            session = db.session.get(SandboxSession, session_id)
-            tenant = db.session.get(Tenant, session.tenant_id)
-            sessions.delete_session(tenant, db.session.get(User, session.user_id), session)
-        except Exception:  # noqa: BLE001 - see the docstring
-            db.session.rollback()
-    db.session.remove()
+    config = current_app.config
+    saved = config.get("SANDBOX_ALLOW_PRIVATE_ENDPOINTS")
+    config["SANDBOX_ALLOW_PRIVATE_ENDPOINTS"] = True  # the loopback fakes tests point configs at
+    try:
+        for session_id in db.session.scalars(select(SandboxSession.id)).all():
+            try:
+                session = db.session.get(SandboxSession, session_id)
+                tenant = db.session.get(Tenant, session.tenant_id)
+                sessions.delete_session(tenant, db.session.get(User, session.user_id), session)
+            except Exception:  # noqa: BLE001 - see the docstring
+                db.session.rollback()
+    finally:
+        config["SANDBOX_ALLOW_PRIVATE_ENDPOINTS"] = saved
+        db.session.remove()
 
 
 def settle(built_apps, seconds: float = SETTLE_SECONDS) -> list[str]:

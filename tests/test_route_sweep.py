@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from app.models import ROLE_ORDER
-from tests.sweeps import forms, routes, world
+from tests.sweeps import endpoints, forms, routes, world
 from tests.sweeps.routes import Route
 
 ALL_ROUTES = routes.iter_routes(routes.collection_app())
@@ -349,4 +349,64 @@ def test_bad_json_bodies_are_refused_in_the_envelope(route: Route, app, two_worl
                             f"{response.get_data(as_text=True)[:200]!r}")
         if routes.describe_change(before, routes.fingerprint()):
             problems.append(f"{label}: the refused request wrote to the database")
+    assert not problems, f"{route.id}:\n  " + "\n  ".join(problems)
+
+
+# -- the endpoint-swap sweep (issue 9 item 2) -------------------------------------------------
+
+@pytest.fixture(scope="module")
+def evil():
+    """An attacker's E2B-compatible server on loopback that records every request."""
+    from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, RUN_ID, require_docker
+    from tests.fakes.e2b_server import FakeE2BServer
+
+    require_docker()
+    server = FakeE2BServer("e2b", image=BASE_IMAGE, docker_host=DOCKER_HOST,
+                           api_key="attacker-key", domain="evil.test",
+                           run_id=f"{RUN_ID}swp").start()
+    yield server
+    server.stop()
+
+
+def test_every_route_that_takes_a_config_is_in_the_endpoint_swap_sweep(app):
+    unlisted = endpoints.unlisted_secret_routes(app, ALL_ROUTES)
+    assert not unlisted, ("routes that take a config document; add each to SECRET_ROUTES (or "
+                          "SENDS_NOTHING) in tests/sweeps/endpoints.py:\n" + "\n".join(unlisted))
+
+
+@pytest.mark.parametrize("secret_route", endpoints.SECRET_ROUTES, ids=lambda r: r.endpoint)
+def test_a_swapped_address_never_gets_a_stored_secret(secret_route, app, two_worlds, login_as,
+                                                      bearer, evil, monkeypatch):
+    # Loopback is allowed, so the only reason left to refuse is the secret's binding.
+    monkeypatch.setitem(app.config, "SANDBOX_ALLOW_PRIVATE_ENDPOINTS", True)
+    a, _ = two_worlds
+    route = next(r for r in ALL_ROUTES if r.endpoint == secret_route.endpoint)
+    configs = {kind: endpoints.stored_config(a.tenant.id, kind)
+               for kind in ("e2b", "cube", "docker")}
+    web = login_as(a.admin, a.tenant)  # signed in once: a sign-in is a row of its own
+    problems = []
+    for swap in endpoints.SWAPS:
+        for mask in endpoints.MASKS:
+            who = f"{swap.name} with {mask or 'blank'}"
+            evil.calls.clear()
+            path, body, form = secret_route.request(configs[swap.kind], swap, evil, mask)
+            before = routes.fingerprint()
+            if body is not None:
+                api = bearer(a.admin, a.tenant)
+                response = routes.call(app, api.client, route.method, path,
+                                       headers=api.headers, json=body)
+            else:
+                response = routes.call(app, web, route.method, path, data=form, csrf=True)
+            page = response.get_data(as_text=True)
+            if response.status_code != secret_route.refusal_status \
+                    or "re-enter this secret" not in page:
+                problems.append(f"{who}: not refused: {response.status_code} {page[:300]!r}")
+            if endpoints.SECRET in page:
+                problems.append(f"{who}: the secret is in the answer")
+            change = routes.describe_change(before, routes.fingerprint())
+            if change:
+                problems.append(f"{who}: a refused request wrote to the database: {change}")
+            if evil.calls:
+                problems.append(f"{who}: the swapped address was contacted "
+                                f"({len(evil.calls)} requests)")
     assert not problems, f"{route.id}:\n  " + "\n  ".join(problems)

@@ -106,7 +106,8 @@ def put_workspace_policy():
 def query_templates():
     body = parse_body(TemplatesQueryIn)
     stored = get_or_404(SandboxConfig, body.config_id, "sandbox config") if body.config_id else None
-    result = service.query_templates(stored, body.config, body.model_dump())
+    result = service.query_templates(stored, body.config, body.model_dump(),
+                                     may_reuse=service.may_update(principal()))
     return ok(project(TemplatesOut, result))
 
 
@@ -130,7 +131,8 @@ def get_sandbox_config(config_id):
 
 @bp.put("/sandbox-configs/<uuid:config_id>")
 @guard(Role.admin, api_key=FULL_ACCESS)
-@doc("Update a sandbox config; *** or empty secrets keep the stored value; ?force=true "
+@doc("Update a sandbox config; *** or empty secrets keep the stored value while every "
+     "address it is sent to is unchanged (else a field error: send it again); ?force=true "
      "proceeds when the old provider cannot be listed", request=SandboxConfigIn,
      response=SandboxConfigOut, errors=(400, 404, 409, 423))
 def update_sandbox_config(config_id):

@@ -11,7 +11,7 @@ from app.api._core import Out, Strict, doc, ok, parse_body, project
 from app.auth.guards import guard
 from app.errors import AppError, BadRequest, Internal
 from app.models import JobStatus, Role, SandboxConfig
-from app.services import sandbox_check
+from app.services import sandbox_check, sandbox_configs
 from app.tenancy import get_or_404, principal
 
 # A little longer than the check's own budget (90 s); past it the client polls the job.
@@ -21,7 +21,8 @@ WAIT_SEC = 95
 class SandboxCheckIn(Strict):
     config: dict[str, Any] | None = Field(
         default=None, description="Unsaved config document; *** or empty secrets keep the "
-        "stored ones of config_id")
+        "stored ones of config_id only while every address they are sent to is unchanged, "
+        "and only for a caller who may update configs (others must send the secrets)")
     config_id: str | None = Field(default=None, max_length=36)
     deep: bool = Field(default=False, description="Also create a real sandbox (deleted "
                        "afterwards), run a command in it and probe egress")
@@ -57,7 +58,8 @@ def sandbox_check_endpoint():
     stored = get_or_404(SandboxConfig, body.config_id, "sandbox config") if body.config_id \
         else None
     who = principal()
-    job = sandbox_check.start(who.tenant_id, who.actor_id, stored, body.config, body.deep)
+    job = sandbox_check.start(who.tenant_id, who.actor_id, stored, body.config, body.deep,
+                              may_reuse=sandbox_configs.may_update(who))
     job = sandbox_check.wait(who.tenant_id, job.id, WAIT_SEC)
     if not job.is_terminal:
         return ok(project(SandboxCheckOut, {"job_id": job.id, "status": job.status.value}), 202)

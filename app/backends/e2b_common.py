@@ -361,9 +361,12 @@ class E2BCompatible:
         return handle, secrets
 
     def _check_data_plane(self, url: str) -> None:
-        if self.settings.allow_private_endpoints or url in self._safe_urls:
+        if url in self._safe_urls:
             return
-        e2b_io.guard_url(url, f"{self.provider} sandbox URL", allow_private=False)
+        # Even with private endpoints allowed, the guard still refuses link-local and
+        # metadata addresses, which no setting opens.
+        e2b_io.guard_url(url, f"{self.provider} sandbox URL",
+                         allow_private=self.settings.allow_private_endpoints)
         self._safe_urls.add(url)
 
     def exec(self, sandbox_id: str, command: str, *, user: str | None = None,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import IO
 from urllib.parse import urljoin, urlsplit
 
-from app.security.ssrf import UnsafeURL, is_public_address, resolve
+from app.security.ssrf import UnsafeURL, is_never_allowed, is_public_address, resolve
 
 CHUNK = 64 * 1024
 REDIRECTS = {301, 302, 303, 307, 308}
@@ -128,12 +128,15 @@ class SafeHTTPClient:
             raise FetchError(str(exc)) from None
         if not addresses:
             raise FetchError(f"cannot resolve host {parts.hostname!r}")
-        if not self.allow_private:
-            for address in addresses:
-                if not is_public_address(address):
-                    raise BlockedAddress(
-                        f"{parts.hostname} resolves to a private, loopback or link-local "
-                        f"address ({address}); skill sources must be public")
+        for address in addresses:
+            if is_never_allowed(address):
+                raise BlockedAddress(f"{parts.hostname} resolves to a link-local, metadata, "
+                                     "unspecified or multicast address, which is never "
+                                     "reachable")
+            if not self.allow_private and not is_public_address(address):
+                raise BlockedAddress(
+                    f"{parts.hostname} resolves to a private, loopback or link-local "
+                    f"address ({address}); skill sources must be public")
         return parts.scheme, parts.hostname, port, addresses
 
     def _request(self, url: str, accept: str, deadline: float):

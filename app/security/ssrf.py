@@ -13,7 +13,32 @@ from urllib.parse import urlsplit
 
 
 class UnsafeURL(ValueError):
-    """The URL is malformed or reaches an address we refuse."""
+    """The URL is malformed or reaches an address we refuse.
+
+    `private` is True when the only fault is a private or loopback address, which an
+    operator may allow; everything else (malformed, metadata, link-local...) is not."""
+
+    def __init__(self, message: str, *, private: bool = False):
+        super().__init__(message)
+        self.private = private
+
+
+# Cloud metadata services that sit outside the ranges below (AWS's IPv6 endpoint).
+METADATA = (ipaddress.ip_network("fd00:ec2::254/128"),)
+
+
+def is_never_allowed(address: str) -> bool:
+    """Addresses no flag ever opens: link-local (169.254.0.0/16, where metadata services
+    live, and fe80::/10), metadata, unspecified (0.0.0.0, ::) and multicast. IPv6 forms
+    that embed an IPv4 address are judged by that address."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = ip.ipv4_mapped or ip.sixtofour
+        if embedded is not None and is_never_allowed(str(embedded)):
+            return True
+        if any(ip in net for net in METADATA):
+            return True
+    return ip.is_link_local or ip.is_unspecified or ip.is_multicast
 
 
 def is_public_address(address: str) -> bool:
@@ -63,10 +88,14 @@ def check_url(url: str, *, allow_private: bool, schemes: tuple[str, ...] = ("htt
         raise UnsafeURL(f"must be an {' or '.join(schemes)} URL with a host")
     if parts.username or parts.password:
         raise UnsafeURL("must not carry credentials")
-    if allow_private:
-        return
     port = port or (443 if parts.scheme == "https" else 80)
     for address in resolve(parts.hostname, port):
-        if not is_public_address(address):
-            raise UnsafeURL(f"resolves to a private or loopback address ({address}); "
-                            "turn on allow_private_endpoints to permit it")
+        # The address itself stays out of the message: a name that resolves inside the
+        # operator's network must not map it for the tenant who typed it.
+        if is_never_allowed(address):
+            raise UnsafeURL("resolves to a link-local, metadata, unspecified or multicast "
+                            "address, which is never reachable")
+        if not allow_private and not is_public_address(address):
+            raise UnsafeURL("resolves to a private or loopback address; allowed only when "
+                            "the operator allows private endpoints and the config's "
+                            "allow_private_endpoints is on", private=True)

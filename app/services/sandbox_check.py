@@ -37,24 +37,31 @@ LOG_LINE = re.compile(r"^(\w+): (ok|failed|skipped)(?: \[(\w+)\])? \((\d+) ms\) 
 __all__ = ["JOB_KIND", "Check", "check", "prepare", "rows_of", "run_job", "start", "wait"]
 
 
-def prepare(stored: SandboxConfig | None, raw: Any, deep: bool) -> dict[str, Any]:
+def prepare(stored: SandboxConfig | None, raw: Any, deep: bool,
+            may_reuse: bool = True) -> dict[str, Any]:
     """The document to check: `raw` (unsaved form values) over the stored config, where
-    `***` or "" keeps a stored secret (reference 1.3), validated as a save validates it.
-    A shallow check needs no template yet; a deep one does."""
+    `***` or "" keeps a stored secret (reference 1.3) only with unchanged endpoints and
+    for a caller who may update the config (`may_reuse`, decisions 11), validated as a
+    save validates it. A shallow check needs no template yet; a deep one does."""
     if raw is None and stored is None:
         raise ValidationFailed.one("config", "send config, config_id or both")
     if raw is None:  # the stored config, re-validated: it may predate a rule
-        raw = sandbox_doc.masked(stored.config)
-    merged = sandbox_doc.merge(raw, stored.config) if stored is not None else raw
+        merged = sandbox_doc.merge(sandbox_doc.masked(stored.config), stored.config)
+    else:
+        merged = sandbox_doc.merge(raw, stored.config, may_reuse=may_reuse) \
+            if stored is not None else raw
     return sandbox_doc.validate(merged, require_template=deep)
 
 
 def start(tenant_id: int, actor_id: int | None, stored: SandboxConfig | None, raw: Any,
-          deep: bool) -> Job:
-    """Validate now (a bad config is a 400, not a failed job), then enqueue the check."""
-    prepare(stored, raw, deep)
+          deep: bool, may_reuse: bool = True) -> Job:
+    """Validate now (a bad config is a 400, not a failed job), then enqueue the check.
+    `may_reuse` (may the caller update the config?) travels with the job, which re-reads
+    the request without a caller."""
+    prepare(stored, raw, deep, may_reuse)
     params = {"config_id": stored.id if stored is not None else None, "deep": bool(deep),
-              "sealed_config": seal(raw) if raw is not None else None}
+              "sealed_config": seal(raw) if raw is not None else None,
+              "may_reuse": bool(may_reuse)}
     return jobs.enqueue(JOB_KIND, tenant_id=tenant_id, actor_id=actor_id,
                         target_type="sandbox_config" if stored is not None else None,
                         target_id=stored.id if stored is not None else None,
@@ -96,7 +103,8 @@ def run_job(tenant_id: int, job_id: str, params: dict[str, Any],
             raise NotFound("The sandbox config was deleted before the check ran.")
     sealed = params.get("sealed_config")
     deep = bool(params.get("deep"))
-    doc = prepare(stored, unseal(sealed) if sealed else None, deep)
+    doc = prepare(stored, unseal(sealed) if sealed else None, deep,
+                  bool(params.get("may_reuse", False)))
     db.session.rollback()  # nothing to write; hold no transaction through the check
     metadata = {"sandlot_tenant_id": str(tenant_id),
                 "sandlot_sandbox_config_id": stored.id if stored is not None else UNSAVED,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +25,7 @@ from app.backends.base import (
     SandboxSpec,
     Unsupported,
 )
+from app.services import endpoints
 
 log = logging.getLogger("sandlot.sandbox_check")
 
@@ -128,44 +131,81 @@ def delete_quietly(backend: Backend, sandbox_id: str) -> None:
 
 
 def where(doc: dict[str, Any]) -> str:
-    """The control plane a config talks to, as the messages name it."""
+    """The control plane a config talks to, as tenants read it: by field or engine name,
+    never by address (the address may be the operator's, decisions 11)."""
     block = doc.get(doc["sandbox_type"]) or {}
     if doc["sandbox_type"] == "docker":
-        return f"Docker engine at {block.get('host') or 'unix:///var/run/docker.sock'}"
+        return f"The Docker engine “{endpoints.engine_of(block)}”"
     name = "E2B" if doc["sandbox_type"] == "e2b" else "Cube"
-    return f"{name} API at {block.get('api_url') or 'the default endpoint'}"
+    return f"The {name} API ({'api_url' if block.get('api_url') else 'default endpoint'})"
 
 
 def human(doc: dict[str, Any], exc: BaseException) -> str:
-    """A backend failure as a sentence an admin can act on (reference 5.4)."""
+    """A backend failure as a sentence an admin can act on (reference 5.4), without the
+    low-level detail (addresses, ports, paths, errno text): a connection failure is a
+    sentence and a reference id; the detail goes to the operator's log under that id."""
     reason = getattr(exc, "reason", "") or str(exc)
     docker = doc["sandbox_type"] == "docker"
     if isinstance(exc, BackendUnavailable):
-        hint = (" — is the Docker socket mounted, and is the host setting (DOCKER_HOST) "
-                "right?" if docker else " — check api_url and that this server reaches it")
-        if "not reachable" not in reason:
-            reason = f"{where(doc)} not reachable: {reason}"
-        return reason + hint
+        hint = ("; ask the operator whether the engine is up" if docker
+                else "; check api_url and that it is reachable from this server")
+        return opaque(exc, f"{where(doc)} could not be reached{hint}")
     if isinstance(exc, BackendAuthError):
-        who = "TLS client certificate" if docker else "API key (wrong key or team?)"
-        return f"Credentials rejected: {reason} (check the {who})"
+        if docker:  # the engine's TLS files are the operator's
+            return opaque(exc, "Credentials rejected: the Docker engine refused this "
+                          "server's TLS client certificate; tell the operator")
+        return f"Credentials rejected: {conceal(doc, reason)} (check the API key: wrong key " \
+            "or team?)"
     prefixes = ((BackendTimeout, "Timed out"), (QuotaExceeded, "Capacity or quota exhausted"),
                 (Unsupported, "Not supported"), (SandboxNotFound, "Not found"))
     for kind, prefix in prefixes:
         if isinstance(exc, kind):
-            return f"{prefix}: {reason}"
-    return reason
+            return f"{prefix}: {conceal(doc, reason)}"
+    return conceal(doc, reason)
+
+
+def opaque(exc: BaseException, sentence: str) -> str:
+    """`sentence` with a reference id; the full reason is logged under that id."""
+    ref = secrets.token_hex(4)
+    log.warning("sandbox check failure ref=%s %s: %s", ref, type(exc).__name__,
+                getattr(exc, "reason", "") or exc)
+    return f"{sentence} (reference {ref}: the operator's log has the detail)."
+
+
+# Low-level detail that maps the operator's network: URLs, IP addresses (with ports),
+# host:port pairs, absolute paths, errno text.
+_DETAIL = re.compile(
+    r"[a-z][a-z0-9+.-]*://\S+"                          # URLs, unix:// sockets
+    r"|\[[0-9a-fA-F:.]+\](?::\d+)?"                       # [v6]:port
+    r"|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"              # v4[:port]
+    r"|\b(?:[0-9a-fA-F]{1,4}:){2,7}[0-9a-fA-F]{0,4}\b"     # bare v6
+    r"|\b[\w.-]+:\d{2,5}\b"                              # host:port
+    r"|(?<![\w.])/[\w.@+-]+(?:/[\w.@+-]*)+"                # /absolute/paths
+    r"|\[Errno[^\]]*\][^,;)]*", re.IGNORECASE)
+
+
+def conceal(doc: dict[str, Any] | None, text: str) -> str:
+    """`text` with the config's addresses named by field and any other address, port,
+    path or errno detail replaced by "(detail hidden)"."""
+    block = (doc.get(doc["sandbox_type"]) or {}) if doc else {}
+    for name in ("api_url", "proxy_url"):
+        url = str(block.get(name) or "").strip().rstrip("/")
+        if url:
+            text = text.replace(url, name)
+    return _DETAIL.sub("(detail hidden)", text)
 
 
 def client_problem(doc: dict[str, Any]) -> None:
-    """What makes a client impossible to build before any I/O (a missing cert dir)."""
-    block = doc.get("docker") or {}
-    path = block.get("tls_cert_path") if doc["sandbox_type"] == "docker" else ""
-    if path:
+    """What makes a client impossible to build before any I/O (the engine's TLS files)."""
+    if doc["sandbox_type"] != "docker":
+        return
+    engine = endpoints.engine(endpoints.engine_of(doc.get("docker") or {}))
+    if engine is not None and engine.tls_dir:
         missing = [n for n in ("ca.pem", "cert.pem", "key.pem")
-                   if not os.path.isfile(os.path.join(path, n))]
+                   if not os.path.isfile(os.path.join(engine.tls_dir, n))]
         if missing:
-            raise BackendError(f"TLS files missing in {path}: {', '.join(missing)}")
+            raise BackendAuthError(f"TLS files missing in {engine.tls_dir}: "
+                                   f"{', '.join(missing)}")
 
 
 def without_template(doc: dict[str, Any]) -> dict[str, Any]:

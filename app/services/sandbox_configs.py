@@ -17,14 +17,15 @@ from typing import Any
 from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 
+from app.auth.principal import Principal
 from app.backends import registry
 from app.backends.base import Backend, BackendError
 from app.errors import Conflict, Locked, Unavailable, ValidationFailed
 from app.extensions import db
-from app.models import SandboxConfig, Tenant
+from app.models import Role, SandboxConfig, Tenant
 from app.models.sandbox_config import CORDON_LEASE
 from app.models.types import utcnow
-from app.services import Actor, audit, sandbox_doc
+from app.services import Actor, audit, endpoints, sandbox_check_parts, sandbox_doc
 
 log = logging.getLogger("sandlot.sandbox_configs")
 NAME_MAX, DESCRIPTION_MAX = 100, 2000
@@ -66,10 +67,27 @@ def list_configs(tenant: Tenant) -> list[SandboxConfig]:
 
 
 def backend_for(doc: dict[str, Any]) -> Backend:
+    """A backend client for a config, with what the operator decides filled in: the
+    Docker engine's URL and TLS files, and whether private endpoints may be reached."""
     kind = doc["sandbox_type"]
     settings = dict(doc.get(kind) or {})
-    settings["allow_private_endpoints"] = bool(doc.get("allow_private_endpoints"))
+    settings["allow_private_endpoints"] = endpoints.allow_private(doc)
+    if kind == "docker":
+        name = endpoints.engine_of(settings)
+        engine = endpoints.engine(name)
+        if engine is None:
+            raise BackendError("This config's Docker engine is not offered by this deployment; "
+                               "pick one of the operator's engines in the config.")
+        settings.update(engine=engine.name, host=engine.url, tls_cert_path=engine.tls_dir)
     return registry.make_backend(kind, settings)
+
+
+def may_update(who: Principal) -> bool:
+    """Whether `who` may update sandbox configs (the PUT route's guard: admin, or a
+    full-access key): only such callers may reuse stored secrets in unsaved configs."""
+    if who.api_key is not None:
+        return bool(who.api_key.full_access)
+    return who.role is not None and who.role.at_least(Role.admin)
 
 
 def sandbox_filter(tenant_id: int, config_id: str) -> dict[str, str]:
@@ -308,15 +326,17 @@ def _release_snapshot(row: SandboxConfig, force: bool) -> None:
 
 
 
-def query_templates(stored: SandboxConfig | None, raw: Any,
-                    options: dict[str, Any]) -> dict[str, Any]:
-    """Reference 3.1.7: the template catalog of an unsaved or stored config."""
+def query_templates(stored: SandboxConfig | None, raw: Any, options: dict[str, Any],
+                    may_reuse: bool = True) -> dict[str, Any]:
+    """Reference 3.1.7: the template catalog of an unsaved or stored config (stored
+    secrets carried over as sandbox_doc.merge allows)."""
     if raw is None and stored is None:
         raise ValidationFailed.one("config", "send config or config_id")
     if (options.get("replace_standard") or options.get("replace_desktop")) and stored is None:
         raise ValidationFailed.one("config_id", "replace_* needs config_id")
     doc = stored.config if raw is None else sandbox_doc.validate(
-        sandbox_doc.merge(raw, stored.config) if stored else raw, require_template=False)
+        sandbox_doc.merge(raw, stored.config, may_reuse=may_reuse) if stored else raw,
+        require_template=False)
     wants_provisioning = any(options.get(k) for k in (
         "ensure_standard", "replace_standard", "ensure_desktop", "replace_desktop"))
     if wants_provisioning:
@@ -327,7 +347,9 @@ def query_templates(stored: SandboxConfig | None, raw: Any,
     try:
         templates = backend_for(doc).list_templates()
     except BackendError as exc:
-        raise Unavailable(f"The template catalog could not be read: {exc.reason}") from exc
+        # Tenant-safe wording: no address, port or path of a failed connection.
+        raise Unavailable("The template catalog could not be read: "
+                          f"{sandbox_check_parts.human(doc, exc)}") from exc
     standard = sandbox_doc.template_of(doc)
     return {
         "templates": [{"id": t.id, "name": t.name, "status": t.status,

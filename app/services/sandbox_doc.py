@@ -1,4 +1,5 @@
-"""The sandbox config document (reference 1.2): validate, mask, merge, identity, resolve.
+"""The sandbox config document (reference 1.2): validate, identity, resolve; masking and
+merging of its secrets live in sandbox_secrets and are re-exported here.
 
 Paths in validation errors are relative to the document (`e2b.api_key`,
 `network.allow_out[2]`) so a form can place each message next to its field.
@@ -6,7 +7,6 @@ Paths in validation errors are relative to the document (`e2b.api_key`,
 
 from __future__ import annotations
 
-import copy
 import ipaddress
 import re
 from typing import Annotated, Any, Literal
@@ -25,9 +25,17 @@ from pydantic import ValidationError as PydanticError
 from app.backends.base import CubeRule, HostRule, ResolvedNetworkPolicy, SandboxSpec
 from app.errors import ValidationFailed
 from app.security import ssrf
-from app.security.redaction import MASK, keep_or_replace, mask
-from app.services import network_policy
+from app.security.redaction import MASK
+from app.services import endpoints, network_policy
 from app.services.network_policy import DENY_ALL, Problems
+from app.services.sandbox_secrets import (  # re-exported: callers use sandbox_doc.merge etc.
+    OPERATOR_OWNED,
+    SERVER_OWNED,
+    endpoint,
+    masked,
+    merge,
+    upgraded_docker,
+)
 
 BACKENDS = ("docker", "e2b", "cube")
 ROLLOUTS = ("", "next_turn", "new_session")
@@ -36,8 +44,7 @@ ENV_VALUE_MAX = 32 * 1024
 DEFAULT_EXEC_TIMEOUT, DEFAULT_IDLE, DEFAULT_HTTP_TIMEOUT = 60, 900, 30
 IDLE_MIN, IDLE_MAX = 60, 24 * 3600
 DEFAULT_TTL = {"cube": 1800, "e2b": 300, "docker": 1800}
-SERVER_OWNED = ("skill_image", "volume_mount")
-IDENTITY_FIELDS = ("api_url", "api_key", "sandbox_domain", "proxy_url", "host", "tls_cert_path")
+IDENTITY_FIELDS = ("api_url", "api_key", "sandbox_domain", "proxy_url")
 
 
 class _Block(BaseModel):
@@ -73,8 +80,7 @@ class E2BBlock(_Block):
 
 class DockerBlock(_Block):
     image: str = ""
-    host: str = ""
-    tls_cert_path: str = ""
+    engine: str = Field(default="", max_length=40)
     cpu_limit: StrictFloat | StrictInt | None = Field(default=None, gt=0, le=64)
     memory_limit_mb: StrictInt | None = Field(default=None, ge=16, le=1024 * 1024)
     pids_limit: StrictInt | None = Field(default=None, ge=8, le=1 << 22)
@@ -121,6 +127,7 @@ def validate(raw: Any, *, resolve_urls: bool = True,
     """
     if not isinstance(raw, dict):
         raise ValidationFailed.one("config", "must be an object")
+    _refuse_operator_owned(raw)
     try:
         doc = Document.model_validate(raw)
     except PydanticError as exc:
@@ -135,8 +142,8 @@ def validate(raw: Any, *, resolve_urls: bool = True,
     kind = doc.sandbox_type
     block = getattr(doc, kind) or BLOCKS[kind]()
     _check_common(doc, problems)
-    _check_block(kind, block, doc.allow_private_endpoints, problems, resolve_urls,
-                 require_template)
+    _check_block(kind, block, doc.allow_private_endpoints and endpoints.private_allowed(),
+                 problems, resolve_urls, require_template)
     network = network_policy.validate(doc.network, kind, problems)
     if problems:
         raise ValidationFailed(problems.items)
@@ -145,7 +152,18 @@ def validate(raw: Any, *, resolve_urls: bool = True,
     out["network"] = network
     if kind == "cube":
         out["cube"]["dns_servers"] = _unique_stripped(block.dns_servers)
+    if kind == "docker":
+        out["docker"]["engine"] = block.engine or endpoints.LOCAL
     return out
+
+
+def _refuse_operator_owned(raw: dict[str, Any]) -> None:
+    block = raw.get("docker")
+    if isinstance(block, dict):
+        found = [name for name in OPERATOR_OWNED if name in block]
+        if found:
+            raise ValidationFailed([{"field": f"docker.{name}", "message":
+                                     f"not accepted: {OPERATOR_OWNED[name]}"} for name in found])
 
 
 def _check_common(doc: Document, problems: Problems) -> None:
@@ -180,7 +198,8 @@ def _check_block(kind: str, block: _Block, allow_private: bool, problems: Proble
             try:
                 ssrf.check_url(url, allow_private=allow_private)
             except ssrf.UnsafeURL as exc:
-                problems.add(f"{kind}.{name}", f"unsafe outbound URL: {exc}")
+                problems.add(f"{kind}.{name}", f"unsafe outbound URL: {exc}"
+                             if allow_private or not exc.private else _PRIVATE_REFUSED)
     if kind == "cube":
         for index, server in enumerate(block.dns_servers):
             try:
@@ -191,13 +210,15 @@ def _check_block(kind: str, block: _Block, allow_private: bool, problems: Proble
         _check_docker(block, problems)
 
 
+_PRIVATE_REFUSED = ("unsafe outbound URL: private, loopback and internal addresses are not "
+                    "reachable from this deployment unless the operator allows them")
+
+
 def _check_docker(block: DockerBlock, problems: Problems) -> None:
-    host = block.host
-    if host and not host.startswith(("unix://", "tcp://")):
-        problems.add("docker.host", "must be unix:///path/to/docker.sock or tcp://host:port")
-    if host.startswith("tcp://") and not block.tls_cert_path:
-        problems.add("docker.tls_cert_path", "a tcp:// Docker host requires tls_cert_path "
-                     "(a directory with ca.pem, cert.pem and key.pem)")
+    offered = endpoints.engines()
+    if (block.engine or endpoints.LOCAL) not in offered:
+        problems.add("docker.engine", "not an engine this deployment offers; use one of: "
+                     + ", ".join(sorted(offered)))
 
 
 def _unique_stripped(values: list[str]) -> list[str]:
@@ -208,103 +229,14 @@ def _unique_stripped(values: list[str]) -> list[str]:
     return seen
 
 
-# -- secrets ---------------------------------------------------------------------------
-
-def masked(doc: dict[str, Any]) -> dict[str, Any]:
-    """A copy with every set secret replaced by `***` (reference 1.3)."""
-    out = copy.deepcopy(doc)
-    for kind in ("cube", "e2b"):
-        if out.get(kind):
-            out[kind]["api_key"] = mask(out[kind].get("api_key"))
-    out["env_vars"] = {k: mask(v) for k, v in (out.get("env_vars") or {}).items()}
-    network = out.get("network") or {}
-    for rule in network.get("cube_rules") or []:
-        for item in rule.get("inject") or []:
-            item["secret"] = mask(item.get("secret"))
-    for rule in network.get("e2b_host_rules") or []:
-        rule["headers"] = {k: mask(v) for k, v in (rule.get("headers") or {}).items()}
-    return out
-
-
-def merge(incoming: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
-    """Bring stored secrets and server-owned fields back into an update (reference 1.3)."""
-    if not isinstance(incoming, dict):
-        return incoming
-    out = copy.deepcopy(incoming)
-    for kind in ("cube", "e2b"):
-        if isinstance(out.get(kind), dict):
-            old = (stored.get(kind) or {}).get("api_key")
-            out[kind]["api_key"] = keep_or_replace(out[kind].get("api_key"), old) or ""
-    if isinstance(out.get("env_vars"), dict):
-        old = stored.get("env_vars") or {}
-        out["env_vars"] = {
-            k: keep_or_replace(v, old.get(k)) or "" for k, v in out["env_vars"].items()
-        }
-    if isinstance(out.get("network"), dict):
-        _merge_network(out["network"], stored.get("network") or {})
-    if not out.get("skill_rollout"):
-        out["skill_rollout"] = stored.get("skill_rollout", "")
-    for key in SERVER_OWNED:
-        out.pop(key, None)
-    return out
-
-
-def _norm(value: Any) -> str:
-    return str(value or "").strip().lower()
-
-
-class _Secrets:
-    """Stored secrets by identity: the exact spelling first, then ignoring case and
-    surrounding spaces (reference 1.3). Exact-first keeps two rules whose names differ
-    only in case (each valid on its own) from swapping secrets on a round trip."""
-
-    def __init__(self) -> None:
-        self.exact: dict[tuple, Any] = {}
-        self.folded: dict[tuple, Any] = {}
-
-    def add(self, owner: Any, name: Any, secret: Any) -> None:
-        self.exact.setdefault((str(owner), str(name)), secret)
-        self.folded.setdefault((_norm(owner), _norm(name)), secret)
-
-    def get(self, owner: Any, name: Any) -> Any:
-        exact = (str(owner), str(name))
-        return self.exact[exact] if exact in self.exact else self.folded.get(
-            (_norm(owner), _norm(name)))
-
-
-def _dicts(value: Any) -> list[dict[str, Any]]:
-    """The dict items of a list; anything else (an unvalidated update) yields nothing."""
-    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
-
-
-def _merge_network(network: dict[str, Any], stored: dict[str, Any]) -> None:
-    inject = _Secrets()
-    for rule in _dicts(stored.get("cube_rules")):
-        for item in _dicts(rule.get("inject")):
-            inject.add(rule.get("name"), item.get("header"), item.get("secret"))
-    for rule in _dicts(network.get("cube_rules")):
-        for item in _dicts(rule.get("inject")):
-            old = inject.get(rule.get("name"), item.get("header"))
-            item["secret"] = keep_or_replace(item.get("secret"), old) or ""
-    headers = _Secrets()
-    for rule in _dicts(stored.get("e2b_host_rules")):
-        for name, value in (rule.get("headers") or {}).items():
-            headers.add(rule.get("host"), name, value)
-    for rule in _dicts(network.get("e2b_host_rules")):
-        if isinstance(rule.get("headers"), dict):
-            rule["headers"] = {
-                name: keep_or_replace(value, headers.get(rule.get("host"), name)) or ""
-                for name, value in rule["headers"].items()
-            }
-
-
 # -- identity and resolution -------------------------------------------------------------
 
 def identity(doc: dict[str, Any]) -> tuple:
     """The fields that decide which account or engine sandboxes live in (reference 1.2)."""
     kind = doc["sandbox_type"]
     block = doc.get(kind) or {}
-    return (kind, bool(doc.get("allow_private_endpoints")),
+    engine = endpoints.engine_of(block) if kind == "docker" else ""
+    return (kind, bool(doc.get("allow_private_endpoints")), engine,
             *(block.get(name, "") for name in IDENTITY_FIELDS))
 
 
@@ -357,6 +289,10 @@ def spec_for(doc: dict[str, Any], metadata: dict[str, str],
     )
 
 
+def _norm(value: Any) -> str:
+    return str(value or "").strip().lower()
+
+
 def _cube_rule(rule: dict[str, Any]) -> CubeRule:
     return CubeRule(
         name=rule["name"].strip(), allow=not rule.get("deny"), scheme=_norm(rule.get("scheme")),
@@ -365,3 +301,7 @@ def _cube_rule(rule: dict[str, Any]) -> CubeRule:
         path=str(rule.get("path") or ""), audit=_norm(rule.get("audit")),
         inject=tuple(dict(item) for item in rule.get("inject") or []),
     )
+
+
+__all__ = ["OPERATOR_OWNED", "SERVER_OWNED", "endpoint", "identity", "masked", "merge",
+           "resolve_policy", "spec_for", "template_of", "ttl_of", "upgraded_docker", "validate"]

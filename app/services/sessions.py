@@ -33,7 +33,7 @@ from app.extensions import db
 from app.models import BindingState, SandboxConfig, SandboxSession, Tenant, User
 from app.models.skill import InstalledSkill, InstallStatus
 from app.models.types import utcnow
-from app.services import audit, sandbox_doc
+from app.services import audit, sandbox_check_parts, sandbox_doc
 from app.services.sandbox_configs import backend_for, cordoned
 
 log = logging.getLogger("sandlot.sessions")
@@ -383,7 +383,10 @@ def _provider() -> Iterator[None]:
         yield
     except BackendError as exc:
         db.session.rollback()
-        raise Unavailable(f"The sandbox provider failed: {exc.reason}") from exc
+        # No address, port or path of the failed connection (decisions 11); the log has it.
+        log.warning("sandbox provider failed: %s", exc.reason)
+        raise Unavailable("The sandbox provider failed: "
+                          f"{sandbox_check_parts.conceal(None, exc.reason)}") from exc
 
 
 class _Actor:

@@ -20,7 +20,7 @@ from app.backends.base import BackendError
 from app.errors import AppError, BadRequest, NotFound, ValidationFailed
 from app.extensions import db, htmx
 from app.models import Role, SandboxConfig
-from app.services import network_policy, sandbox_doc
+from app.services import endpoints, network_policy, sandbox_check_parts, sandbox_doc
 from app.services import sandbox_configs as service
 from app.services.sandbox_configs import Inventory
 from app.tenancy import current_tenant, get_or_404, principal
@@ -36,7 +36,6 @@ from app.web.sandboxes_form import (
 )
 
 KIND_LABELS = {"docker": "Docker", "e2b": "E2B", "cube": "Cube"}
-DEFAULT_ENGINE = "unix:///var/run/docker.sock"
 # Reading the catalog is how an admin picks the template, so an empty template field
 # must not fail the document's required-field check for that one call.
 UNPICKED = "unpicked-template"
@@ -90,8 +89,7 @@ def card(row: SandboxConfig) -> dict[str, Any]:
     ttl = block.get(TTL_FIELD[kind]) or sandbox_doc.DEFAULT_TTL[kind]
     if kind == "docker":
         target = block.get("image", "")
-        facts = [("Engine", "Local" if block.get("host", "") in ("", DEFAULT_ENGINE)
-                  else block["host"])]
+        facts = [("Engine", endpoints.engine_of(block))]
     else:
         url = block.get("api_url", "")
         target = urlsplit(url).netloc or url or ("E2B cloud" if kind == "e2b" else "—")
@@ -174,9 +172,16 @@ def _masked(row: SandboxConfig | None) -> dict[str, Any] | None:
     return sandbox_doc.masked(row.config) if row is not None else None
 
 
+def endpoint_choices() -> dict[str, Any]:
+    """What the operator lets a config reach, as the editor offers it (decisions 11)."""
+    return {"engines": [(name, name) for name in sorted(endpoints.engines())],
+            "private": endpoints.private_allowed()}
+
+
 def _editor(ed: Editor, row: SandboxConfig | None, status: int = 200, **context):
     return _page("sandboxes/_editor.html", status, ed=ed, row=row, kinds=KIND_LABELS,
-                 placed=context.pop("placed", {}), **context)
+                 placed=context.pop("placed", {}), endpoint_choices=endpoint_choices(),
+                 **context)
 
 
 def _editing() -> SandboxConfig | None:
@@ -267,7 +272,7 @@ def sandbox_form_backend():
         if kind in BACKENDS and fields.get(key) not in (None, SECRET):
             ed.values.setdefault(f"{ed.sandbox_type}.{key}", request.form[name])
     return render_template("sandboxes/_editor_backend.html", ed=ed.for_display(_masked(row)),
-                           row=row, placed={})
+                           row=row, placed={}, endpoint_choices=endpoint_choices())
 
 
 @bp.post("/sandboxes/editor/validate")
@@ -278,10 +283,10 @@ def sandbox_form_validate():
     row = _editing()
     ed = Editor.parse(request.form)
     doc = ed.document()
-    if row is not None:
-        doc = sandbox_doc.merge(doc, row.config)
     errors: list[dict[str, str]] = []
     try:
+        if row is not None:
+            doc = sandbox_doc.merge(doc, row.config)
         sandbox_doc.validate(doc, resolve_urls=False)
     except ValidationFailed as err:
         errors = err.errors
@@ -312,7 +317,7 @@ def sandbox_form_templates():
     except AppError as err:
         error = err.message
     except BackendError as err:
-        error = f"The catalog could not be read: {err.reason}"
+        error = f"The catalog could not be read: {sandbox_check_parts.human(doc, err)}"
     db.session.rollback()
     return render_template("sandboxes/_templates.html", templates=templates, error=error,
                            current=current, kind=kind,

@@ -29,7 +29,7 @@ TOP_FIELDS = {"default_timeout_sec": INT, "terminal_idle_disconnect_sec": INT,
               "skill_rollout": TEXT}
 CHECKS = ("desktop_enabled", "allow_private_endpoints", "network.deny_egress_by_default")
 BLOCK_FIELDS: dict[str, dict[str, str]] = {
-    "docker": {"image": TEXT, "host": TEXT, "tls_cert_path": TEXT, "http_timeout_sec": INT,
+    "docker": {"image": TEXT, "engine": TEXT, "http_timeout_sec": INT,
                "idle_ttl_seconds": INT, "cpu_limit": FLOAT, "memory_limit_mb": INT,
                "pids_limit": INT, "network_mode": TEXT, "runtime": TEXT},
     "e2b": {"api_key": SECRET, "api_url": TEXT, "sandbox_domain": TEXT, "proxy_url": TEXT,

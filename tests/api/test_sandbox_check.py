@@ -6,6 +6,7 @@ private test internet, the egress canary, and no secret on the job row."""
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 
@@ -51,10 +52,8 @@ def probe_world(app, tmp_path):
             app.config["SANDBOX_EGRESS_PROBE_URLS"] = saved
 
 
-def docker_doc(image: str = BASE_IMAGE, host: str = "", tls_cert_path: str = "",
-               **extra) -> dict:
-    return {"sandbox_type": "docker", "docker": {"image": image, "host": host,
-                                                 "tls_cert_path": tls_cert_path,
+def docker_doc(image: str = BASE_IMAGE, engine: str = "", **extra) -> dict:
+    return {"sandbox_type": "docker", "docker": {"image": image, "engine": engine,
                                                  "http_timeout_sec": 10}, **extra}
 
 
@@ -213,14 +212,14 @@ def test_no_secret_reaches_the_job_row_or_the_response(admin_api):
 # -- deep -----------------------------------------------------------------------------------
 
 def test_deep_check_with_the_engine_unreachable(admin_api):
-    data = run(admin_api, config=docker_doc(host=NO_ENGINE), deep=True)
+    data = run(admin_api, config=docker_doc(engine="missing"), deep=True)
 
     assert [row["name"] for row in data["checks"]] == SHALLOW
     by_name = rows(data)
     api = by_name["api_url_reachable"]
     assert api["ok"] is False
-    assert f"not reachable at {NO_ENGINE}" in api["message"]
-    assert "Docker socket mounted" in api["message"]
+    assert api["message"].startswith("The Docker engine “missing” could not be reached")
+    assert "(reference " in api["message"] and NO_ENGINE.removeprefix("unix://") not in str(data)
     for name in SHALLOW[1:]:
         assert by_name[name]["ok"] is None, by_name[name]
         assert by_name[name]["reason"] == "control_plane_unreachable"
@@ -344,14 +343,23 @@ def test_the_canary_fails_when_a_denied_target_is_reachable(admin_api, probe_wor
     assert data["ok"] is False
 
 
-def test_a_client_that_cannot_be_built_is_the_only_row(admin_api, tmp_path):
+def test_a_client_that_cannot_be_built_is_the_only_row(app, admin_api, tmp_path, monkeypatch,
+                                                       caplog):
     certs = tmp_path / "no-certs"
-    data = run(admin_api, config=docker_doc(host="tcp://127.0.0.1:9",
-                                            tls_cert_path=str(certs)))
+    monkeypatch.setitem(app.config, "SANDBOX_DOCKER_ENGINES", {
+        "local": {"url": DOCKER_HOST},
+        "remote": {"url": "tcp://127.0.0.1:9", "tls_dir": str(certs)}})
+    data = run(admin_api, config=docker_doc(engine="remote"))
 
-    assert data["checks"] == [{"name": "client_build", "ok": False, "reason": "",
-                               "latency_ms": 0, "message": f"TLS files missing in {certs}: "
-                               "ca.pem, cert.pem, key.pem"}]
+    [row] = data["checks"]
+    assert row["name"] == "client_build" and row["ok"] is False
+    assert row["message"].startswith("Credentials rejected: the Docker engine refused this "
+                                     "server's TLS client certificate; tell the operator")
+    # The operator's path and address stay in the operator's log, under the reference.
+    assert str(certs) not in str(data) and "127.0.0.1" not in str(data)
+    reference = re.search(r"reference ([0-9a-f]{8})", row["message"]).group(1)
+    assert any(reference in r.getMessage() and str(certs) in r.getMessage()
+               for r in caplog.records)
     assert data["ok"] is False
 
 

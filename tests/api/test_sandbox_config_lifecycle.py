@@ -24,8 +24,13 @@ MISSING_SOCKET = "unix:///tmp/sandlot-test-no-engine.sock"
 
 
 @pytest.fixture(autouse=True)
-def _engine():
+def _engine(app, monkeypatch):
     require_docker()
+    # Two names for the one real engine, so a config can change identity (engine) while
+    # the old identity's sandboxes stay listable; and one engine that is not there.
+    monkeypatch.setitem(app.config, "SANDBOX_DOCKER_ENGINES", {
+        "local": {"url": DOCKER_HOST}, "other": {"url": DOCKER_HOST},
+        "missing": {"url": MISSING_SOCKET}})
 
 
 @pytest.fixture
@@ -44,14 +49,14 @@ def engine():
     backend.close()
 
 
-def docker_doc(host: str = "", timeout: int = 10, image: str = BUSYBOX_IMAGE) -> dict:
+def docker_doc(engine: str = "", timeout: int = 10, image: str = BUSYBOX_IMAGE) -> dict:
     return {"sandbox_type": "docker",
-            "docker": {"image": image, "host": host, "http_timeout_sec": timeout}}
+            "docker": {"image": image, "engine": engine, "http_timeout_sec": timeout}}
 
 
-def create(api, host: str = "", timeout: int = 10) -> dict:
+def create(api, engine: str = "", timeout: int = 10) -> dict:
     response = api.post(BASE, json={"name": f"cfg-{uuid.uuid4().hex[:6]}",
-                                    "config": docker_doc(host, timeout)})
+                                    "config": docker_doc(engine, timeout)})
     assert response.status_code == 201, response.json
     return response.json["data"]
 
@@ -87,22 +92,22 @@ def test_identity_change_refused_while_sandboxes_live(two_tenants, admin_api, en
     data = create(admin_api)
     sandbox_id = start_sandbox(engine, a.tenant.id, data["id"])
     response = admin_api.put(f"{BASE}/{data['id']}", json={
-        "name": data["name"], "config": docker_doc(host=DOCKER_HOST)})
+        "name": data["name"], "config": docker_doc(engine="other")})
     assert response.status_code == 409
     error = response.json["error"]
     assert error["code"] == "sandboxes_still_live"
     assert error["data"]["sandbox_count"] == 1 and error["data"]["session_ids"] == ["sess-1"]
     row = stored(data["id"])
-    assert row.config["docker"]["host"] == "" and row.cordoned_at is None
+    assert row.config["docker"]["engine"] == "local" and row.cordoned_at is None
     # Force never overrides live sandboxes.
     forced = admin_api.put(f"{BASE}/{data['id']}?force=true", json={
-        "name": data["name"], "config": docker_doc(host=DOCKER_HOST)})
+        "name": data["name"], "config": docker_doc(engine="other")})
     assert forced.status_code == 409
     engine[0].delete(sandbox_id)
     ok = admin_api.put(f"{BASE}/{data['id']}", json={
-        "name": data["name"], "config": docker_doc(host=DOCKER_HOST)})
+        "name": data["name"], "config": docker_doc(engine="other")})
     assert ok.status_code == 200
-    assert stored(data["id"]).config["docker"]["host"] == DOCKER_HOST
+    assert stored(data["id"]).config["docker"]["engine"] == "other"
 
 
 def test_non_identity_change_needs_no_inventory(two_tenants, admin_api, engine):
@@ -117,15 +122,15 @@ def test_non_identity_change_needs_no_inventory(two_tenants, admin_api, engine):
 
 
 def test_unreachable_old_provider_refuses_unless_forced(admin_api):
-    data = create(admin_api, host=MISSING_SOCKET)
-    body = {"name": data["name"], "config": docker_doc(host="")}
+    data = create(admin_api, engine="missing")
+    body = {"name": data["name"], "config": docker_doc(engine="")}
     response = admin_api.put(f"{BASE}/{data['id']}", json=body)
     assert response.status_code == 409
     assert response.json["error"]["code"] == "sandbox_inventory_unverifiable"
-    assert stored(data["id"]).config["docker"]["host"] == MISSING_SOCKET
+    assert stored(data["id"]).config["docker"]["engine"] == "missing"
     assert stored(data["id"]).cordoned_at is None
     assert admin_api.put(f"{BASE}/{data['id']}?force=true", json=body).status_code == 200
-    assert stored(data["id"]).config["docker"]["host"] == ""
+    assert stored(data["id"]).config["docker"]["engine"] == "local"
 
 
 def test_delete_protocol(two_tenants, admin_api, engine):
@@ -141,7 +146,7 @@ def test_delete_protocol(two_tenants, admin_api, engine):
     assert admin_api.get(f"{BASE}/{live['id']}").status_code == 404
     assert stored(live["id"]).deleted_at is not None
 
-    lost = create(admin_api, host=MISSING_SOCKET)
+    lost = create(admin_api, engine="missing")
     response = admin_api.delete(f"{BASE}/{lost['id']}")
     assert response.json["error"]["code"] == "sandbox_inventory_unverifiable"
     assert admin_api.delete(f"{BASE}/{lost['id']}?force=true").status_code == 200
@@ -181,23 +186,25 @@ class SilentEngine:
 
 
 def test_concurrent_mutation_gets_423_while_identity_change_holds_the_cordon(
-        two_tenants, live_server, app):
+        two_tenants, live_server, app, monkeypatch):
     a, _ = two_tenants
     silent = SilentEngine()
+    monkeypatch.setitem(app.config, "SANDBOX_DOCKER_ENGINES", {
+        **app.config["SANDBOX_DOCKER_ENGINES"], "silent": {"url": f"unix://{silent.path}"}})
     try:
         token = requests.post(f"{live_server}/api/v1/auth/login", timeout=10, json={
             "email": a.admin.email, "password": "correct-horse-battery",
             "tenant_id": a.tenant.id}).json()["data"]["token"]
         headers = {"Authorization": f"Bearer {token}"}
         created = requests.post(f"{live_server}{BASE}", headers=headers, timeout=10, json={
-            "name": "slow", "config": docker_doc(host=f"unix://{silent.path}", timeout=3)})
+            "name": "slow", "config": docker_doc(engine="silent", timeout=3)})
         config_id = created.json()["data"]["id"]
         first: dict = {}
 
         def change_identity():
             first["response"] = requests.put(
                 f"{live_server}{BASE}/{config_id}", headers=headers, timeout=30,
-                json={"name": "slow", "config": docker_doc(host="")})
+                json={"name": "slow", "config": docker_doc(engine="")})
 
         worker = threading.Thread(target=change_identity)
         worker.start()
@@ -209,7 +216,7 @@ def test_concurrent_mutation_gets_423_while_identity_change_holds_the_cordon(
             time.sleep(0.05)
         second = requests.put(f"{live_server}{BASE}/{config_id}", headers=headers, timeout=10,
                               json={"name": "renamed", "config": docker_doc(
-                                  host=f"unix://{silent.path}", timeout=3)})
+                                  engine="silent", timeout=3)})
         worker.join(30)
         assert second.status_code == 423, second.text
         assert second.json()["error"]["code"] == "sandbox_config_cordoned"

@@ -189,12 +189,13 @@ def test_backend_down_is_503_and_session_stays_consistent(two_tenants, bearer):
     admin = bearer(a.admin, a.tenant)
     config = admin.post(CONFIGS, json={"name": "down", "config": {
         "sandbox_type": "docker",
-        "docker": {"image": BASE_IMAGE, "host": "unix:///tmp/sandlot-no-engine.sock"}}}).json
+        "docker": {"image": BASE_IMAGE, "engine": "missing"}}}).json
     session_id = open_session(admin, config["data"]["id"])
     response = run(admin, session_id, "true")
     assert response.status_code == 503
     assert response.json["error"]["code"] == "unavailable"
     assert "not reachable" in response.json["error"]["message"]
+    assert "/tmp/" not in response.json["error"]["message"]  # the operator's socket path
     row = db.session.get(SandboxSession, session_id)
     db.session.refresh(row)
     assert row.binding_state == "none" and row.sandbox_id is None

@@ -63,6 +63,17 @@ def test_private_loopback_and_link_local_names_are_refused(url):
         client.get(url, max_bytes=1024)
 
 
+@pytest.mark.parametrize("url", ["http://169.254.169.254/latest", "http://[fd00:ec2::254]/x",
+                                 "http://0.0.0.0/x", "http://224.0.0.1/x",
+                                 "http://[::ffff:169.254.169.254]/x"])
+def test_metadata_link_local_unspecified_and_multicast_stay_refused_when_private_is_allowed(
+        url):
+    client = SafeHTTPClient(allow_private=True, resolver=offline_resolver,
+                            connector=lambda *a: pytest.fail("must not connect"))
+    with pytest.raises(BlockedAddress, match="never reachable"):
+        client.get(url, max_bytes=1024)
+
+
 def test_a_redirect_to_a_private_address_is_refused_before_following(site):
     inner = FakeSite()
     try:

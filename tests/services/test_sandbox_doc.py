@@ -70,20 +70,40 @@ VALID = [
     pytest.param({**e2b(), "skill_rollout": "new_session"}, id="rollout-new-session"),
     pytest.param(docker(network_mode="bridge"), id="docker-network-bridge"),
     pytest.param(docker(network_mode="none"), id="docker-network-none"),
-    pytest.param(docker(host="unix:///var/run/docker.sock"), id="docker-unix-host"),
-    pytest.param(docker(host="tcp://10.0.0.5:2376", tls_cert_path="/etc/sandlot/docker"),
-                 id="docker-tcp-with-tls"),
+    pytest.param(docker(engine="local"), id="docker-local-engine-by-name"),
     pytest.param(cube(dns_servers=["1.1.1.1", "2606:4700:4700::1111"]), id="cube-dns-ips"),
-    pytest.param({**e2b(api_url="http://127.0.0.1:9/"), "allow_private_endpoints": True},
-                 id="private-api-url-with-opt-in"),
-    pytest.param({**cube(api_url="http://10.0.0.1/", proxy_url="http://10.0.0.2/"),
-                  "allow_private_endpoints": True}, id="private-cube-urls-with-opt-in"),
     pytest.param(e2b(api_url=PUBLIC_API), id="public-api-url"),
     pytest.param({**docker(), "network": {"allow_out": ["10.0.0.0/8"], "deny_out": ["1.2.3.4"]}},
                  id="decisions5-docker-network-lists"),
     pytest.param({**e2b(), "skill_image": {"snapshot_id": "evil"}, "volume_mount": {"x": 1}},
                  id="server-owned-echo-accepted"),
 ]
+
+
+PRIVATE_OPT_IN = [
+    pytest.param({**e2b(api_url="http://127.0.0.1:9/"), "allow_private_endpoints": True},
+                 id="private-api-url-with-opt-in"),
+    pytest.param({**cube(api_url="http://10.0.0.1/", proxy_url="http://10.0.0.2/"),
+                  "allow_private_endpoints": True}, id="private-cube-urls-with-opt-in"),
+]
+
+
+@pytest.mark.parametrize("raw", PRIVATE_OPT_IN)
+def test_private_endpoints_need_the_operator_and_the_config(raw, app, monkeypatch):
+    monkeypatch.setitem(app.config, "SANDBOX_ALLOW_PRIVATE_ENDPOINTS", True)
+    assert validate(raw)["allow_private_endpoints"] is True
+    monkeypatch.setitem(app.config, "SANDBOX_ALLOW_PRIVATE_ENDPOINTS", False)
+    assert errors_of(raw)[0]["message"].endswith("unless the operator allows them")
+
+
+@pytest.mark.parametrize("url", ["http://169.254.169.254/", "http://[fd00:ec2::254]/",
+                                 "http://0.0.0.0:8080/", "http://224.0.0.1/"])
+def test_metadata_and_link_local_endpoints_are_refused_even_when_allowed(url, app,
+                                                                         monkeypatch):
+    monkeypatch.setitem(app.config, "SANDBOX_ALLOW_PRIVATE_ENDPOINTS", True)
+    problems = errors_of({**e2b(api_url=url), "allow_private_endpoints": True})
+    assert problems[0]["field"] == "e2b.api_url"
+    assert "never reachable" in problems[0]["message"]
 
 
 @pytest.mark.parametrize("raw", VALID)
@@ -125,10 +145,17 @@ INVALID = [
                  id="rollout-unknown"),
     pytest.param(docker(network_mode="host"), "docker.network_mode", "'bridge' or 'none'",
                  id="docker-network-mode-host"),
-    pytest.param(docker(host="tcp://10.0.0.5:2376"), "docker.tls_cert_path",
-                 "requires tls_cert_path", id="docker-tcp-without-tls"),
-    pytest.param(docker(host="ssh://root@10.0.0.5"), "docker.host", "unix://",
-                 id="docker-host-scheme"),
+    pytest.param(docker(host="unix:///var/run/docker.sock"), "docker.host",
+                 "set by the operator", id="docker-host-is-the-operators"),
+    pytest.param(docker(host="tcp://10.0.0.5:2376"), "docker.host", "set by the operator",
+                 id="docker-tcp-host-is-the-operators"),
+    pytest.param(docker(tls_cert_path="/etc/passwd"), "docker.tls_cert_path",
+                 "set by the operator", id="docker-tls-path-is-the-operators"),
+    pytest.param(docker(engine="gpu"), "docker.engine", "use one of: local",
+                 id="docker-engine-not-offered"),
+    pytest.param({**e2b(api_url="http://127.0.0.1:9/"), "allow_private_endpoints": True},
+                 "e2b.api_url", "unless the operator allows them",
+                 id="private-opt-in-without-the-operator"),
     pytest.param(cube(dns_servers=["8.8.8.8", "dns.google"]), "cube.dns_servers[1]",
                  "not an IP address", id="cube-dns-non-ip"),
     pytest.param(cube(dns_servers="8.8.8.8"), "cube.dns_servers", "valid list",
@@ -304,6 +331,20 @@ def test_merge_tolerates_unvalidated_garbage(network):
     out = merge({**e2b(), "network": network}, full_doc())
     with pytest.raises(ValidationFailed):
         validate(out)
+
+
+@pytest.mark.parametrize("update", [
+    {"sandbox_type": ["e2b"], "e2b": {"api_key": "***"}}, {"sandbox_type": "e2b", "e2b": 5},
+    {"sandbox_type": None, "env_vars": {"A": "***"}},
+    {"sandbox_type": "docker", "docker": {"engine": ["x"]}, "env_vars": []},
+], ids=["type-a-list", "block-an-int", "type-none", "engine-a-list"])
+def test_merge_refuses_garbage_with_a_field_error_not_a_crash(update):
+    try:
+        validate(merge(update, full_doc()))
+    except ValidationFailed as err:
+        assert err.errors
+    else:
+        pytest.fail("accepted")
 
 
 # -- identity ----------------------------------------------------------------------------

@@ -9,13 +9,15 @@ import socket
 
 import pytest
 
-from app.security.ssrf import UnsafeURL, check_url, is_public_address
+from app.security.ssrf import UnsafeURL, check_url, is_never_allowed, is_public_address
 
 FAKE_DNS = {
     "public.test": ["8.8.8.8"],
     "internal.test": ["10.0.0.7"],
     "mixed.test": ["8.8.8.8", "127.0.0.1"],
     "v6internal.test": ["fd00::7"],
+    "metadata.test": ["169.254.169.254"],
+    "mixed-metadata.test": ["8.8.8.8", "fd00:ec2::254"],
 }
 
 
@@ -74,21 +76,31 @@ PRIVATE = [
     pytest.param("http://10.0.0.1/", id="private-10"),
     pytest.param("http://172.16.5.4/", id="private-172"),
     pytest.param("http://192.168.1.1/", id="private-192"),
-    pytest.param("http://169.254.169.254/latest/meta-data/", id="link-local-metadata"),
-    pytest.param("http://[fe80::1]/", id="link-local-v6"),
-    pytest.param("http://[fe80::1%25eth0]/", id="link-local-v6-zone"),
     pytest.param("http://[::ffff:127.0.0.1]/", id="ipv4-mapped-loopback"),
-    pytest.param("http://[::ffff:a9fe:a9fe]/", id="ipv4-mapped-metadata-hex"),
     pytest.param("http://[::ffff:10.0.0.1]/", id="ipv4-mapped-private"),
-    pytest.param("http://0.0.0.0/", id="unspecified"),
-    pytest.param("http://[::]/", id="unspecified-v6"),
     pytest.param("http://100.100.100.200/", id="shared-address-space-metadata"),
     pytest.param("http://[fd00::1]/", id="unique-local-v6"),
     pytest.param("http://[2002:7f00:1::]/", id="6to4-embedding-loopback"),
-    pytest.param("http://224.0.0.1/", id="multicast"),
     pytest.param("http://internal.test/", id="name-resolving-private"),
     pytest.param("http://mixed.test/", id="name-with-one-private-address"),
     pytest.param("http://v6internal.test/", id="name-resolving-ula"),
+]
+# Issue 9 item 3: never reachable, whatever the operator or the config says.
+NEVER = [
+    pytest.param("http://169.254.169.254/latest/meta-data/", id="link-local-metadata"),
+    pytest.param("http://169.254.1.1/", id="link-local"),
+    pytest.param("http://[fe80::1]/", id="link-local-v6"),
+    pytest.param("http://[fe80::1%25eth0]/", id="link-local-v6-zone"),
+    pytest.param("http://[fd00:ec2::254]/", id="aws-metadata-v6"),
+    pytest.param("http://[::ffff:a9fe:a9fe]/", id="ipv4-mapped-metadata-hex"),
+    pytest.param("http://[::ffff:169.254.169.254]/", id="ipv4-mapped-metadata"),
+    pytest.param("http://[2002:a9fe:a9fe::]/", id="6to4-embedding-metadata"),
+    pytest.param("http://0.0.0.0/", id="unspecified"),
+    pytest.param("http://[::]/", id="unspecified-v6"),
+    pytest.param("http://224.0.0.1/", id="multicast"),
+    pytest.param("http://[ff02::1]/", id="multicast-v6"),
+    pytest.param("http://metadata.test/", id="name-resolving-metadata"),
+    pytest.param("http://mixed-metadata.test/", id="name-with-one-metadata-address"),
 ]
 
 
@@ -96,13 +108,38 @@ PRIVATE = [
 def test_private_targets_refused(url):
     with pytest.raises(UnsafeURL) as err:
         check_url(url, allow_private=False)
-    assert "allow_private_endpoints" in str(err.value)
+    assert "allow_private_endpoints" in str(err.value) and err.value.private
 
 
 @pytest.mark.parametrize("url", PRIVATE)
-def test_private_targets_allowed_with_the_opt_in(url, fake_dns):
+def test_private_targets_allowed_with_the_opt_in(url):
     check_url(url, allow_private=True)
-    assert fake_dns == []  # the opt-in does not even resolve
+
+
+@pytest.mark.parametrize("url", NEVER)
+@pytest.mark.parametrize("allow_private", [False, True], ids=["guarded", "private-allowed"])
+def test_link_local_metadata_unspecified_and_multicast_are_never_allowed(url, allow_private):
+    with pytest.raises(UnsafeURL) as err:
+        check_url(url, allow_private=allow_private)
+    assert "never reachable" in str(err.value) and not err.value.private
+
+
+@pytest.mark.parametrize("url", ["http://internal.test/", "http://metadata.test/",
+                                 "http://10.0.0.1/"])
+def test_refusals_do_not_name_the_address(url):
+    with pytest.raises(UnsafeURL) as err:
+        check_url(url, allow_private=False)
+    assert not any(a in str(err.value) for a in ("10.0.0", "169.254"))
+
+
+@pytest.mark.parametrize(("address", "never"), [
+    ("169.254.169.254", True), ("fd00:ec2::254", True), ("0.0.0.0", True), ("::", True),
+    ("224.0.0.251", True), ("ff02::1", True), ("fe80::1%eth0", True),
+    ("::ffff:169.254.169.254", True), ("127.0.0.1", False), ("10.0.0.1", False),
+    ("fd00::1", False), ("8.8.8.8", False), ("100.100.100.200", False),
+])
+def test_is_never_allowed(address, never):
+    assert is_never_allowed(address) is never
 
 
 def test_unresolvable_name_is_refused():

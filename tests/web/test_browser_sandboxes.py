@@ -18,6 +18,12 @@ pytestmark = pytest.mark.browser
 TAB_TIMEOUT_MS = 10_000  # read by the shared `tab` fixture
 
 
+@pytest.fixture(autouse=True)
+def _operator_allows_private_endpoints(app, monkeypatch):
+    """These configs point at loopback fakes: the operator's setting lets them (issue 9)."""
+    monkeypatch.setitem(app.config, "SANDBOX_ALLOW_PRIVATE_ENDPOINTS", True)
+
+
 @pytest.fixture
 def workspace() -> factories.TenantUsers:
     """A workspace with remote configs on loopback (nothing leaves this machine)."""
@@ -85,8 +91,7 @@ def test_admin_adds_a_docker_config_with_a_live_policy_check(tab, workspace):
 def test_admin_turns_scripts_off_and_force_deletes_an_unverifiable_config(tab, workspace):
     service.create_config(workspace.tenant, audit.SystemActor("tests"), "Old engine", "", {
         "sandbox_type": "docker",
-        "docker": {"image": "sandlot/sandbox:base",
-                   "host": "unix:///tmp/sandlot-nonexistent.sock"}})
+        "docker": {"image": "sandlot/sandbox:base", "engine": "missing"}})
     sign_in(tab, workspace.admin.email)
     tab.goto("/sandboxes")
     switch = tab.get_by_role("switch", name="Workspace scripts")

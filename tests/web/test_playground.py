@@ -27,6 +27,12 @@ def make_config(group, name: str = "Local Docker", doc: dict | None = None) -> S
                                  doc or DOCKER_DOC)
 
 
+@pytest.fixture(autouse=True)
+def _operator_allows_private_endpoints(app, monkeypatch):
+    """These configs point at loopback fakes: the operator's setting lets them (issue 9)."""
+    monkeypatch.setitem(app.config, "SANDBOX_ALLOW_PRIVATE_ENDPOINTS", True)
+
+
 def open_session(client, config: SandboxConfig, title: str = "Try it") -> str:
     response = post_form(client, "/playground", {"config_id": config.id, "title": title},
                          htmx=True, token_from="/playground")
@@ -266,7 +272,7 @@ def test_a_cordoned_config_appends_an_error_entry(two_tenants, login_as):
 def test_a_provider_that_is_down_appends_its_reason(two_tenants, login_as):
     a, _ = two_tenants
     config = make_config(a, "Old engine", {"sandbox_type": "docker", "docker": {
-        "image": BASE_IMAGE, "host": "unix:///tmp/sandlot-nonexistent.sock"}})
+        "image": BASE_IMAGE, "engine": "missing"}})
     client = login_as(a.viewer, a.tenant)
     session_id = open_session(client, config)
     response = run(client, session_id, PRINT_ONE)
@@ -325,7 +331,7 @@ def test_another_members_session_is_not_found(two_tenants, login_as):
 def test_ending_a_session_whose_provider_is_down_keeps_it_and_says_why(two_tenants, login_as):
     a, _ = two_tenants
     config = make_config(a, "Old engine", {"sandbox_type": "docker", "docker": {
-        "image": BASE_IMAGE, "host": "unix:///tmp/sandlot-nonexistent.sock"}})
+        "image": BASE_IMAGE, "engine": "missing"}})
     client = login_as(a.viewer, a.tenant)
     session_id = open_session(client, config)
     path = f"/playground/{session_id}"

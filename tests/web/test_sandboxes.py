@@ -15,11 +15,17 @@ from app.services import sandbox_configs as service
 from app.services.sandbox_configs import Inventory
 from tests.web._support import post_form, text
 
-UNREACHABLE = "unix:///tmp/sandlot-nonexistent.sock"
+UNREACHABLE = "missing"  # an engine of the test settings whose socket does not exist
 IMAGE = "sandlot/sandbox:base"
 CANARY = "canary-e2b-key-7f3a9c"
 ENV_CANARY = "canary-env-value-51d0"
 HEADER_CANARY = "canary-header-value-92be"
+
+
+@pytest.fixture(autouse=True)
+def _operator_allows_private_endpoints(app, monkeypatch):
+    """These configs point at loopback fakes: the operator's setting lets them (issue 9)."""
+    monkeypatch.setitem(app.config, "SANDBOX_ALLOW_PRIVATE_ENDPOINTS", True)
 
 
 def make(group, name: str, doc: dict, description: str = "") -> SandboxConfig:
@@ -216,7 +222,7 @@ def test_a_duplicate_name_is_reported_above_the_form(two_tenants, login_as):
 
 
 @pytest.mark.parametrize("field", ["name", "description", "docker.image", "env_vars[0].key",
-                                   "env_vars[0].value", "network.allow_out[0]", "docker.host"])
+                                   "env_vars[0].value", "network.allow_out[0]", "docker.engine"])
 def test_a_nul_in_any_input_is_a_field_error_not_a_server_error(two_tenants, login_as, field):
     a, _ = two_tenants
     client = login_as(a.admin, a.tenant)
@@ -260,6 +266,8 @@ def test_live_validation_checks_cube_rules_against_stored_secrets(two_tenants, l
     })
     response = post_form(login_as(a.admin, a.tenant), "/sandboxes/editor/validate", {
         "config_id": row.id, "sandbox_type": "cube",
+        "allow_private_endpoints": "y", "cube.api_url": "http://127.0.0.1:8443",
+        "cube.proxy_url": "http://127.0.0.1:8444", "cube.sandbox_domain": "cube.internal",
         "network.cube_rules[4].name": "gh", "network.cube_rules[4].host": "api.github.com",
         "network.cube_rules[4].action": "deny",
         "network.cube_rules[4].inject[2].header": "Authorization",
@@ -294,9 +302,10 @@ def test_load_templates_lists_the_local_images(two_tenants, login_as):
     for image in images:
         assert f'data-pick="{image}"' in body
     unreachable = text(post_form(client, "/sandboxes/editor/templates",
-                                 {"sandbox_type": "docker", "docker.host": UNREACHABLE},
+                                 {"sandbox_type": "docker", "docker.engine": UNREACHABLE},
                                  htmx=True))
-    assert "not reachable" in unreachable
+    assert "The Docker engine “missing” could not be reached" in unreachable
+    assert "/tmp/" not in unreachable  # the operator's socket path is not the tenant's
 
 
 # -- edit and secrets ----------------------------------------------------------------------------
@@ -371,28 +380,28 @@ def test_an_identity_change_with_live_sandboxes_opens_the_inventory(two_tenants,
     live = Inventory(sandbox_count=2, session_ids=["sess-1", "sess-2"], agent_names=["Scout"])
     monkeypatch.setattr(service, "take_inventory", lambda *args, **kwargs: live)
     response = post_form(login_as(a.admin, a.tenant), f"/sandboxes/{row.id}/edit",
-                         {**DOCKER_FORM, "docker.host": UNREACHABLE}, htmx=True)
+                         {**DOCKER_FORM, "docker.engine": UNREACHABLE}, htmx=True)
     body = text(response)
     assert response.status_code == 409
     assert response.headers["HX-Retarget"] == "#drawer-slot"
     assert "still live" in body and "sess-1" in body and "Scout" in body
-    assert stored(row)["docker"]["host"] == ""
+    assert stored(row)["docker"]["engine"] == "local"
 
 
 def test_an_unverifiable_identity_change_offers_save_anyway(two_tenants, login_as):
     a, _ = two_tenants
-    row = docker(a, docker={"host": UNREACHABLE})
+    row = docker(a, docker={"engine": UNREACHABLE})
     client = login_as(a.admin, a.tenant)
-    form = {**DOCKER_FORM, "docker.host": "unix:///tmp/sandlot-other.sock"}
+    form = {**DOCKER_FORM, "docker.engine": "local"}
     response = post_form(client, f"/sandboxes/{row.id}/edit", form, htmx=True)
     body = text(response)
     assert response.status_code == 409 and response.headers["HX-Retarget"] == "#editor-alert"
     assert "could not be listed" in body and "Save anyway" in body
     assert f'hx-post="/sandboxes/{row.id}/edit?force=1"' in body and "hx-confirm" in body
-    assert stored(row)["docker"]["host"] == UNREACHABLE
+    assert stored(row)["docker"]["engine"] == UNREACHABLE
     response = post_form(client, f"/sandboxes/{row.id}/edit?force=1", form, htmx=True)
     assert response.status_code == 200
-    assert stored(row)["docker"]["host"] == "unix:///tmp/sandlot-other.sock"
+    assert stored(row)["docker"]["engine"] == "local"
 
 
 def test_a_cordoned_config_answers_with_a_clear_message(two_tenants, login_as):
@@ -430,7 +439,7 @@ def test_delete_removes_the_config(two_tenants, login_as):
 def test_an_unreachable_engine_makes_the_inventory_unverifiable_until_forced(two_tenants,
                                                                             login_as):
     a, _ = two_tenants
-    row = docker(a, docker={"host": UNREACHABLE})
+    row = docker(a, docker={"engine": UNREACHABLE})
     client = login_as(a.admin, a.tenant)
     page = text(client.get(f"/sandboxes/{row.id}/inventory"))
     assert "Inventory unverifiable." in page and "Force delete" in page
@@ -501,3 +510,34 @@ def test_a_post_without_csrf_token_changes_nothing(two_tenants, login_as):
     assert client.post("/sandboxes/scripts", data={"scripts": "off"}).status_code == 400
     assert client.post("/sandboxes", data=DOCKER_FORM).status_code == 400
     assert len(service.list_configs(a.tenant)) == 1 and not a.tenant.scripts_disabled
+
+
+def test_changing_the_api_url_asks_for_every_stored_secret_again(two_tenants, login_as):
+    a, _ = two_tenants
+    row = e2b(a)
+    form = {
+        "name": "E2B prod", "sandbox_type": "e2b", "allow_private_endpoints": "y",
+        "e2b.api_key": "", "e2b.api_url": "http://127.0.0.1:3999", "e2b.template_id": "base",
+        "env_vars[0].key": "OPENAI_API_KEY", "env_vars[0].value": "",
+        "env_vars[1].key": "LOG_LEVEL", "env_vars[1].value": "",
+        "network.deny_egress_by_default": "y", "network.allow_out[0]": "api.github.com",
+        "network.e2b_host_rules[0].host": "api.github.com",
+        "network.e2b_host_rules[0].headers[0].name": "Authorization",
+        "network.e2b_host_rules[0].headers[0].value": "",
+    }
+    client = login_as(a.admin, a.tenant)
+
+    response = post_form(client, f"/sandboxes/{row.id}/edit", form, htmx=True)
+
+    body = text(response)
+    assert response.status_code == 400
+    for slot_id in ("err-e2b-api_key", "err-env_vars-0", "err-env_vars-1",
+                    "err-network-e2b_host_rules-0-headers-0"):
+        assert "re-enter this secret" in slot(body, slot_id), slot_id
+    assert stored(row)["e2b"]["api_url"] == "http://127.0.0.1:3000"
+    typed = {**form, "e2b.api_key": "new-key", "env_vars[0].value": "new-env",
+             "env_vars[1].value": "info", "network.e2b_host_rules[0].headers[0].value": "h"}
+    # Typed again, it saves (forced: the old provider on a closed port cannot be listed).
+    saved = post_form(client, f"/sandboxes/{row.id}/edit?force=1", typed, htmx=True)
+    assert saved.status_code == 200, text(saved)
+    assert stored(row)["e2b"]["api_key"] == "new-key"
