@@ -6,11 +6,20 @@ from app.models.job import Job, JobStatus
 from app.models.sandbox_config import SandboxConfig
 from app.models.session import BindingState, SandboxSession
 from app.models.skill import InstalledSkill, InstallStatus, SkillCatalogEntry
+from app.models.skill_image import (
+    EventKind,
+    SkillImageLease,
+    SkillInstallEvent,
+    SkillSnapshot,
+    SnapshotState,
+    SnapshotTrigger,
+)
 from app.models.tenant import ROLE_ORDER, Membership, Role, Tenant
 from app.models.user import User
 
 __all__ = [
     "ROLE_ORDER", "ApiKey", "AuditEvent", "Job", "JobStatus", "Membership", "Role",
     "BindingState", "SandboxConfig", "SandboxSession", "Tenant", "User",
-    "InstallStatus", "InstalledSkill", "SkillCatalogEntry",
+    "InstallStatus", "InstalledSkill", "SkillCatalogEntry", "EventKind", "SkillImageLease",
+    "SkillInstallEvent", "SkillSnapshot", "SnapshotState", "SnapshotTrigger",
 ]
