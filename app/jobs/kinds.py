@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.jobs import sandbox_check  # noqa: F401  (registers sandbox_check)
+from app.jobs import (
+    sandbox_check,  # noqa: F401  (registers sandbox_check)
+    skills,  # noqa: F401  (registers install_skill, uninstall_skill)
+)
 from app.jobs.registry import job_kind
 from app.services import audit
 

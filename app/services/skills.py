@@ -165,8 +165,9 @@ def _blob_referenced(tenant_id: int, key: str) -> bool:
         SkillCatalogEntry.deleted_at.is_(None))
     if db.session.scalar(catalog.limit(1)) is not None:
         return True
-    installs = select(InstalledSkill).where(InstalledSkill.tenant_id == tenant_id, or_(
-        InstalledSkill.bundle_ref == key, InstalledSkill.served.is_not(None)))
+    installs = select(InstalledSkill).where(
+        InstalledSkill.tenant_id == tenant_id, InstalledSkill.deleted_at.is_(None),
+        or_(InstalledSkill.bundle_ref == key, InstalledSkill.served.is_not(None)))
     return any(row.bundle_ref == key or (row.served or {}).get("bundle_ref") == key
                for row in db.session.scalars(installs))
 
@@ -180,8 +181,9 @@ def _live_configs(tenant: Tenant) -> dict[str, SandboxConfig]:
 
 
 def _installs(tenant: Tenant, configs: dict[str, SandboxConfig]) -> list[InstalledSkill]:
-    rows = db.session.scalars(select(InstalledSkill).where(InstalledSkill.tenant_id == tenant.id)
-                              .order_by(InstalledSkill.created_at, InstalledSkill.id))
+    rows = db.session.scalars(select(InstalledSkill).where(
+        InstalledSkill.tenant_id == tenant.id, InstalledSkill.deleted_at.is_(None))
+        .order_by(InstalledSkill.created_at, InstalledSkill.id))
     return [row for row in rows if row.sandbox_config_id in configs]
 
 
@@ -372,9 +374,11 @@ def _accept(tenant: Tenant, entry: SkillCatalogEntry,
     if config.is_cordoned(now):
         raise cordoned()
     row = db.session.scalar(select(InstalledSkill).where(
-        InstalledSkill.sandbox_config_id == config.id, InstalledSkill.name == entry.name))
+        InstalledSkill.sandbox_config_id == config.id, InstalledSkill.name == entry.name,
+        InstalledSkill.deleted_at.is_(None)))
     if row is not None:
-        if row.status == InstallStatus.ready and row.bundle_sha256 == entry.bundle_sha256:
+        if row.status == InstallStatus.ready and row.bundle_sha256 == entry.bundle_sha256 \
+                and _in_image(config, row):
             return row, False
         if row.status == InstallStatus.installing and row.installing_since is not None \
                 and now - row.installing_since < FRESH_INSTALL:
@@ -383,19 +387,29 @@ def _accept(tenant: Tenant, entry: SkillCatalogEntry,
             raise Conflict("This skill is being removed from that sandbox; install it again "
                            "once the removal has finished.")
         if row.status == InstallStatus.ready:  # an upgrade: agents keep the old build
-            row.served = {"version": row.version, "bundle_sha256": row.bundle_sha256,
-                          "bundle_ref": row.bundle_ref}
+            row.served = {"version": row.version, "description": row.description,
+                          "instructions": row.instructions,
+                          "bundle_sha256": row.bundle_sha256, "bundle_ref": row.bundle_ref,
+                          "snapshot_id": row.installed_snapshot_id}
     else:
         row = InstalledSkill(id=str(uuid.uuid4()), tenant_id=tenant.id,
                              sandbox_config_id=config.id, name=entry.name, enabled=True,
                              envs=[])
         db.session.add(row)
     row.catalog_id, row.version = entry.id, entry.version
+    row.description, row.instructions = entry.description, entry.instructions
     row.bundle_ref, row.bundle_sha256 = entry.bundle_ref, entry.bundle_sha256
     row.status, row.error, row.installing_since, row.job_id = \
         InstallStatus.installing, None, now, None
+    row.stop_requested_at = None
     row.updated_at = now
     return row, True
+
+
+def _in_image(config: SandboxConfig, row: InstalledSkill) -> bool:
+    """Reference 7.1: a ready row is only skipped if the config's image still has it."""
+    image = config.config.get("skill_image") or {}
+    return bool(row.installed_snapshot_id and image.get("snapshot_id"))
 
 
 def _enqueue(tenant: Tenant, actor: Actor, row: InstalledSkill) -> None:

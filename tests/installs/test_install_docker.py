@@ -1,0 +1,71 @@
+"""Skill installs on the real Docker engine (reference 7.2, 9.1, 9.3; decisions 8)."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from app.extensions import db
+from app.models import SandboxConfig, SkillInstallEvent, SkillSnapshot
+from tests.installs.conftest import (
+    docker_config,
+    install_zip,
+    open_session,
+    run,
+    skill_zip,
+    wait_for,
+)
+
+INSTALL_SH = b"""#!/bin/sh
+set -e
+echo "building the tool"
+mkdir -p bin
+printf '#!/bin/sh\\necho "tool says $GREETING_NAME"\\n' > bin/tool
+chmod 755 bin/tool
+mkdir -p .weknora
+# The second name is assembled here, so it never occurs literally in the bundle.
+made_up="NOT_IN""_BUNDLE"
+printf '[{"name": "GREETING_NAME", "description": "who to greet", "required": true}, ' \\
+    >.weknora/requirements.json
+printf '{"name": "%s"}, {"name": "PATH"}]' "$made_up" >> .weknora/requirements.json
+"""
+
+
+def test_install_sh_skill_is_built_into_the_image_and_a_new_session_runs_it(world):
+    admin, member = world["admin"], world["member"]
+    config = docker_config(admin)
+    data = skill_zip("greeter", {"install.sh": INSTALL_SH,
+                                 "scripts/hello.py": b"import os\nprint('GREETING_NAME')\n"})
+    response = install_zip(admin, config["id"], data)
+    assert response.status_code == 202, response.json
+    skill_id = response.json["data"]["skill_id"]
+
+    row = wait_for(skill_id)
+    assert row.status == "ready", row.error
+    view = admin.get(f"/api/v1/sandbox-configs/{config['id']}/skills/{skill_id}").json["data"]
+    assert view["status"] == "ready" and view["installed_snapshot_id"]
+    # Only a name that occurs in the bundle and is not reserved is kept (reference 7.4).
+    assert view["envs"] == [{"name": "GREETING_NAME", "description": "who to greet",
+                             "required": True, "is_set": False}]
+    stored = db.session.get(SandboxConfig, config["id"]).config["skill_image"]
+    assert stored["snapshot_id"] == view["installed_snapshot_id"] and stored["generation"] == 1
+    ledger = db.session.scalars(select(SkillSnapshot)).all()
+    assert [(r.state, r.trigger) for r in ledger] == [("active", "install")]
+    stages = [e.stage for e in db.session.scalars(select(SkillInstallEvent).where(
+        SkillInstallEvent.skill_id == skill_id).order_by(SkillInstallEvent.seq))]
+    for stage in ("accepted", "sandbox_ready", "seeding", "seeded", "agent", "agent_done",
+                  "verified", "done"):
+        assert stage in stages
+    assert stages[-1] == "done"
+
+    patched = admin.patch(f"/api/v1/sandbox-configs/{config['id']}/skills/{skill_id}",
+                          json={"envs": {"GREETING_NAME": "world-canary-7731"}})
+    assert patched.status_code == 200, patched.json
+    assert "world-canary-7731" not in patched.get_data(as_text=True)
+    assert patched.json["data"]["envs"][0]["is_set"] is True
+
+    session_id = open_session(member, config["id"])
+    out = run(member, session_id, "bin/tool; pwd; echo $WEKNORA_SKILL_DIR", skill="greeter")
+    assert out["exit_code"] == 0, out
+    assert out["stdout"].splitlines() == [
+        "tool says world-canary-7731", "/opt/weknora/tenant/skills/greeter",
+        "/opt/weknora/tenant/skills/greeter"]
