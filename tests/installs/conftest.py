@@ -17,9 +17,11 @@ from app.models import InstalledSkill, Job, SandboxSession, SkillSnapshot, Snaps
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, require_docker
 from tests.fakes import skill_registry
 from tests.fakes.skill_archives import make_zip, skill_md
+from tests.installs.package_index import package_index as package_index_fixture
 
 CONFIGS = "/api/v1/sandbox-configs"
 bundle_dir = skill_registry.bundle_dir  # fixture
+package_index = package_index_fixture  # fixture
 TERMINAL = ("ready", "failed")
 
 

@@ -69,3 +69,39 @@ def test_install_sh_skill_is_built_into_the_image_and_a_new_session_runs_it(worl
     assert out["stdout"].splitlines() == [
         "tool says world-canary-7731", "/opt/weknora/tenant/skills/greeter",
         "/opt/weknora/tenant/skills/greeter"]
+
+
+REQUIREMENTS_SCRIPT = b"""import os
+import sandlot_tiny
+print(sandlot_tiny.VALUE, os.environ.get("TINY_TOKEN", "unset"))
+"""
+
+
+def test_requirements_skill_installs_from_the_allowed_local_index_into_its_venv(
+        world, package_index):
+    admin, member = world["admin"], world["member"]
+    config = docker_config(
+        admin, "with-index", docker={"network_mode": "bridge"},
+        network={"deny_egress_by_default": True, "allow_out": [package_index.ip]},
+        env_vars={"PIP_INDEX_URL": package_index.url, "PIP_TRUSTED_HOST": package_index.ip})
+    data = skill_zip("tiny-user", {
+        "requirements.txt": b"sandlot-tiny==1.0.0\n", "scripts/show.py": REQUIREMENTS_SCRIPT},
+        frontmatter="env:\n  - name: TINY_TOKEN\n    description: a token\n    required: true")
+    skill_id = install_zip(admin, config["id"], data).json["data"]["skill_id"]
+
+    row = wait_for(skill_id)
+    assert row.status == "ready", row.error
+    commands = [e.message for e in db.session.scalars(select(SkillInstallEvent).where(
+        SkillInstallEvent.skill_id == skill_id, SkillInstallEvent.kind == "command"))]
+    assert commands[0] == "python3 -m venv .venv"
+    assert commands[1].endswith("-r requirements.txt")
+    base = f"/api/v1/sandbox-configs/{config['id']}/skills/{skill_id}"
+    assert admin.patch(base, json={"envs": {"TINY_TOKEN": "tiny-canary-5512"}}).status_code == 200
+
+    session_id = open_session(member, config["id"])
+    out = run(member, session_id, "python scripts/show.py", skill="tiny-user")
+    assert out["exit_code"] == 0, out
+    assert out["stdout"] == f"{package_index.value} tiny-canary-5512\n"
+    # Outside the skill the package is not on the interpreter's path: it is the skill's.
+    plain = run(member, session_id, "python3 -c 'import sandlot_tiny'")
+    assert plain["exit_code"] != 0
