@@ -7,12 +7,13 @@ and enqueues, and `stop` writes the row that the running job watches.
 
 from __future__ import annotations
 
+import uuid
 from typing import IO, Any
 
 from sqlalchemy import select
 
 from app.backends import blobstore
-from app.errors import BadRequest, Conflict, NotFound, Unavailable, ValidationFailed
+from app.errors import AppError, BadRequest, Conflict, NotFound, Unavailable, ValidationFailed
 from app.extensions import db
 from app.models import InstalledSkill, InstallStatus, SandboxConfig, Tenant
 from app.models.types import utcnow
@@ -141,12 +142,19 @@ def reinstall(tenant: Tenant, actor: Actor, row: InstalledSkill, notes: str | No
 
 
 def _enqueue(kind: str, tenant: Tenant, actor: Actor, row: InstalledSkill):
-    job = jobs.enqueue(kind, tenant_id=tenant.id, actor_id=actor.actor_id,
-                       target_type="installed_skill", target_id=row.id,
-                       params={"skill_id": row.id}, timeout_sec=RUN_TIMEOUT)
-    row.job_id = job.id
-    db.session.commit()
-    return job
+    """The row names its job before the job can start (see skills._enqueue)."""
+    row.job_id = str(uuid.uuid4())
+    try:
+        return jobs.enqueue(kind, tenant_id=tenant.id, actor_id=actor.actor_id,
+                            target_type="installed_skill", target_id=row.id,
+                            params={"skill_id": row.id}, timeout_sec=RUN_TIMEOUT,
+                            job_id=row.job_id)
+    except AppError as exc:
+        fallback = InstallStatus.ready if row.installed_snapshot_id else InstallStatus.failed
+        row.status = fallback if kind == UNINSTALL_JOB else InstallStatus.failed
+        row.error = exc.message
+        db.session.commit()
+        raise
 
 
 # -- changing -------------------------------------------------------------------------

@@ -413,13 +413,15 @@ def _in_image(config: SandboxConfig, row: InstalledSkill) -> bool:
 
 
 def _enqueue(tenant: Tenant, actor: Actor, row: InstalledSkill) -> None:
+    """The row names its job before the job can start: a run checks that it is the one
+    the row wants (a superseded run must not touch the row)."""
+    row.job_id = str(uuid.uuid4())
     try:
-        job = jobs.enqueue(JOB_KIND, tenant_id=tenant.id, actor_id=actor.actor_id,
-                           target_type="installed_skill", target_id=row.id,
-                           params={"skill_id": row.id}, timeout_sec=INSTALL_JOB_TIMEOUT)
+        jobs.enqueue(JOB_KIND, tenant_id=tenant.id, actor_id=actor.actor_id,
+                     target_type="installed_skill", target_id=row.id,
+                     params={"skill_id": row.id}, timeout_sec=INSTALL_JOB_TIMEOUT,
+                     job_id=row.job_id)
     except AppError as exc:
         row.status, row.error = InstallStatus.failed, exc.message
         db.session.commit()
         raise
-    row.job_id = job.id
-    db.session.commit()

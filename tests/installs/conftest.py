@@ -99,7 +99,7 @@ def install_zip(api, config_id: str, data: bytes):
                     content_type="multipart/form-data")
 
 
-def wait_for(skill_id: str, statuses=TERMINAL, deadline_sec: float = 240,
+def wait_for(skill_id: str, statuses=TERMINAL, deadline_sec: float = 60,
              gone: bool = False) -> InstalledSkill | None:
     """Poll the row until it reaches `statuses` (or is soft-deleted, with gone=True)."""
     deadline = time.monotonic() + deadline_sec
@@ -113,7 +113,21 @@ def wait_for(skill_id: str, statuses=TERMINAL, deadline_sec: float = 240,
             if job is None or job.is_terminal:  # the job is over too: nothing outlives us
                 return row
         time.sleep(0.3)
+    _dump(skill_id)
     raise AssertionError(f"skill {skill_id} did not reach {statuses} in {deadline_sec} s")
+
+
+def _dump(skill_id: str) -> None:
+    """What the run did, printed for a failing test's report."""
+    from app.models import SkillInstallEvent
+
+    row = db.session.get(InstalledSkill, skill_id)
+    job = db.session.get(Job, row.job_id) if row is not None and row.job_id else None
+    print("row:", row and (row.status, row.error, row.job_id, row.install_message_id))
+    print("job:", job and (job.kind, job.status, job.error, job.stage))
+    for event in db.session.scalars(select(SkillInstallEvent).where(
+            SkillInstallEvent.skill_id == skill_id).order_by(SkillInstallEvent.id)):
+        print("event:", event.run_id[:8], event.stage, event.kind, event.message[:200])
 
 
 def open_session(api, config_id: str) -> str:

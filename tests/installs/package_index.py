@@ -22,7 +22,6 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-
 import pytest
 
 NETNS, VETH_HOST, VETH_NS = "sandlot-skill-index", "slsi-host", "slsi-ns"
