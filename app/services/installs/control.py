@@ -51,8 +51,12 @@ def stop(row: InstalledSkill) -> bool:
     if result.rowcount != 1:
         return False
     db.session.refresh(row)
-    if row.job_id:
-        job_service.finish(row.job_id, JobStatus.cancelled, error=STOPPED)
+    if row.job_id:  # a queued run never starts; a running one ends itself within a second
+        db.session.execute(update(Job).where(Job.id == row.job_id,
+                                             Job.status == JobStatus.pending)
+                           .values(status=JobStatus.cancelled, error=STOPPED,
+                                   finished_at=utcnow()))
+        db.session.commit()
     if row.install_message_id:
         EventLog(row.tenant_id, row.id, row.install_message_id).emit(
             "failed", 100, kind=EventKind.error, message=STOPPED, status="failed")
