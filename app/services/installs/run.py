@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -32,6 +33,25 @@ log = logging.getLogger("sandlot.skills.install")
 COMMAND_TIMEOUT_MAX = 600  # decisions 12
 OUTPUT_LIMIT = 256 * 1024
 DISK_FULL = ("No space left on device", "ENOSPC", "Disk quota exceeded")
+
+
+# Decisions 11: what tenants read never carries addresses, URLs or server paths.
+_INTERNAL = re.compile(r"://|\b\d{1,3}(\.\d{1,3}){3}\b|(^|\s)/[\w.-]+/")
+_KIND_MESSAGES = {
+    "unavailable": "the provider could not be reached",
+    "auth": "the provider refused the config's credentials",
+    "timeout": "the provider did not answer in time",
+    "quota": "the provider's quota is exhausted",
+    "not_found": "the maintenance sandbox disappeared",
+}
+
+
+def provider_message(exc: BackendError) -> str:
+    """The provider failure as a tenant may read it; the detail goes to the worker log."""
+    if exc.kind in _KIND_MESSAGES or _INTERNAL.search(exc.reason):
+        what = _KIND_MESSAGES.get(exc.kind, "the provider reported an error")
+        return f"The sandbox provider failed: {what} (the worker log has the detail)."
+    return f"The sandbox provider failed: {exc.reason}"
 
 
 class RunFailed(Exception):
@@ -103,7 +123,9 @@ class Run:
         if isinstance(exc, RunFailed):
             return str(exc)
         if isinstance(exc, BackendError):
-            return f"The sandbox provider failed: {exc.reason}"
+            log.warning("skill run %s of %s: provider failed: %s", self.run_id, self.skill_id,
+                        exc.reason)
+            return provider_message(exc)
         if isinstance(exc, image.IdentityChanged):
             return f"The image was not switched: {exc}."
         log.exception("skill run %s of %s crashed", self.run_id, self.skill_id)
