@@ -113,18 +113,30 @@ def _end(row: InstalledSkill, why: str) -> bool:
     return True
 
 
+def _delete_maintenance_sandbox(backend, row: InstalledSkill) -> None:
+    """The dead run's maintenance sandbox, found by its metadata."""
+    if not row.install_message_id:
+        return
+    for sandbox in backend.list({"sandlot_tenant_id": str(row.tenant_id),
+                                 "sandlot_session_id": f"run-{row.install_message_id}",
+                                 "sandlot_purpose": "install"}):
+        backend.delete(sandbox.id)
+
+
 def _release_abandoned(row: InstalledSkill) -> None:
-    """Builds the dead run left behind (never switched to) are released."""
+    """What the dead run left behind: its maintenance sandbox, and builds it never
+    switched to."""
     config = db.session.get(SandboxConfig, row.sandbox_config_id)
     current = image.current_snapshot(config.config) if config is not None else None
     builds = [ledger for ledger in db.session.scalars(select(SkillSnapshot).where(
         SkillSnapshot.skill_id == row.id,
         SkillSnapshot.state.in_([SnapshotState.building, SnapshotState.active])))
         if ledger.snapshot_id != current]
-    if config is None or not builds:
+    if config is None:
         return
     backend = backend_for(config.config)
     try:
+        _delete_maintenance_sandbox(backend, row)
         for ledger in builds:
             image.release(backend, ledger)
     except BackendError as exc:
