@@ -160,3 +160,40 @@ def test_disabled_skill_is_hidden_and_cannot_run(world):
                           json={"command": "true", "skill": "quiet"})
     assert refused.status_code == 404
     assert db.session.get(InstalledSkill, skill_id).installed_snapshot_id  # still in the image
+
+
+def test_a_run_in_flight_blocks_a_template_change(world):
+    """`skill_snapshot_blocks_template` counts installing and removing skills, not only a
+    finished image: the run in flight is baking one for the current template."""
+    admin = world["admin"]
+    config = docker_config(admin)
+    data = skill_zip("pinning", {"install.sh": b"#!/bin/sh\nsleep 300\n"})
+    skill_id = install_zip(admin, config["id"], data).json["data"]["skill_id"]
+    body = {"name": "local", "config": {"sandbox_type": "docker", "docker": {
+        "image": "sandlot/sandbox:busybox", "network_mode": "none"}}}
+    refused = admin.put(f"/api/v1/sandbox-configs/{config['id']}", json=body)
+    assert refused.status_code == 409
+    assert refused.json["error"]["code"] == "skill_snapshot_blocks_template"
+    stopped = admin.post(f"/api/v1/sandbox-configs/{config['id']}/skills/{skill_id}/stop")
+    assert stopped.status_code == 200
+    assert wait_for(skill_id).status == "failed"
+
+
+def test_deleting_a_config_releases_its_snapshots_and_its_skills(world):
+    admin, engine = world["admin"], world["engine"]
+    config = docker_config(admin)
+    ids = [install_zip(admin, config["id"], skill_zip(n, {"install.sh": script(n)})
+                       ).json["data"]["skill_id"] for n in ("one", "two")]
+    assert [wait_for(i).status for i in ids] == ["ready", "ready"]
+    snapshots = [r.snapshot_id for r in db.session.scalars(select(SkillSnapshot))]
+    assert len(snapshots) == 2 and all(engine.api.images(name=s) for s in snapshots)
+
+    deleted = admin.delete(f"/api/v1/sandbox-configs/{config['id']}")
+    assert deleted.status_code == 200, deleted.json
+    db.session.remove()
+    assert [r.state for r in db.session.scalars(select(SkillSnapshot))] == ["deleted"] * 2
+    assert not any(engine.api.images(name=s) for s in snapshots)
+    assert all(db.session.get(InstalledSkill, i).deleted_at is not None for i in ids)
+    for entry in admin.get("/api/v1/skills/catalog").json["data"]:
+        assert entry["installations"] == []
+        assert admin.delete(f"/api/v1/skills/catalog/{entry['id']}").status_code == 200
