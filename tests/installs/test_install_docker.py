@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import select
 
 from app.extensions import db
 from app.models import SandboxConfig, SkillInstallEvent, SkillSnapshot
+from tests.backends.conftest import BASE_IMAGE
 from tests.installs.conftest import (
     docker_config,
     install_zip,
@@ -77,8 +79,17 @@ print(sandlot_tiny.VALUE, os.environ.get("TINY_TOKEN", "unset"))
 """
 
 
+def require_venv(engine) -> None:
+    """The plan's `python3 -m venv` needs ensurepip: sandbox image recipe 4 or later."""
+    labels = engine.api.inspect_image(BASE_IMAGE)["Config"].get("Labels") or {}
+    if int(labels.get("sandlot.recipe") or 0) < 4:
+        pytest.fail(f"{BASE_IMAGE} predates recipe 4 (python3-venv); run "
+                    "`bash scripts/sandbox-image.sh base` from this branch")
+
+
 def test_requirements_skill_installs_from_the_allowed_local_index_into_its_venv(
         world, package_index):
+    require_venv(world["engine"])
     admin, member = world["admin"], world["member"]
     config = docker_config(
         admin, "with-index", docker={"network_mode": "bridge"},
