@@ -88,8 +88,6 @@ def begin(config: SandboxConfig, skill_id: str | None, trigger: SnapshotTrigger)
 
 def build(backend: Backend, sandbox_id: str, row: SkillSnapshot) -> str:
     """Ask the provider for the snapshot and mark the ledger row `active`."""
-    row.snapshot_id = snapshot_ref(backend, row.planned_name)
-    db.session.commit()
     snapshot_id = backend.create_snapshot(sandbox_id, row.planned_name)
     row.snapshot_id, row.state = snapshot_id, SnapshotState.active
     db.session.commit()
@@ -97,7 +95,8 @@ def build(backend: Backend, sandbox_id: str, row: SkillSnapshot) -> str:
 
 
 def snapshot_ref(backend: Backend, name: str) -> str:
-    """The provider id a snapshot named `name` gets (or the name, where they agree)."""
+    """The provider id of the snapshot named `name` (Docker: derived; E2B/Cube: looked
+    up), to release a build whose provider call may or may not have happened."""
     ref = getattr(backend, "snapshot_id_for", None)
     return ref(name) if ref is not None else name
 
