@@ -116,3 +116,23 @@ def test_requirements_skill_installs_from_the_allowed_local_index_into_its_venv(
     # Outside the skill the package is not on the interpreter's path: it is the skill's.
     plain = run(member, session_id, "python3 -c 'import sandlot_tiny'")
     assert plain["exit_code"] != 0
+
+
+def test_the_skill_image_carries_no_config_secret(world):
+    """Config env vars reach the installer's commands but are never baked into the
+    snapshot, so a secret the admin later changes or removes does not live on in it."""
+    admin, engine = world["admin"], world["engine"]
+    secret = "config-secret-canary-4417"
+    config = docker_config(admin, env_vars={"INSTALL_TOKEN": secret})
+    script = b"#!/bin/sh\n[ -n \"$INSTALL_TOKEN\" ] && echo token-seen > seen.txt\n"
+    skill_id = install_zip(admin, config["id"], skill_zip("tokened", {"install.sh": script})
+                           ).json["data"]["skill_id"]
+    row = wait_for(skill_id)
+    assert row.status == "ready", row.error
+    inspected = engine.api.inspect_image(row.installed_snapshot_id)
+    assert secret not in str(inspected["Config"]) and secret not in str(inspected)
+    events = " ".join(e.message for e in db.session.scalars(select(SkillInstallEvent)))
+    assert secret not in events
+    session_id = open_session(world["member"], config["id"])
+    seen = run(world["member"], session_id, "cat seen.txt", skill="tokened")
+    assert seen["stdout"] == "token-seen\n"  # the installer's command did see the value

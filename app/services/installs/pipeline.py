@@ -69,9 +69,9 @@ class InstallRun(Run):
         """Reference 7.2 step 13: declared files present, packages importable, scripts
         parse; every finding is a non-fatal `verify_note`."""
         listing = json.dumps(sorted(files.data))
-        result = self.backend.exec(self.sandbox_id, plan.verify_command(), user="root",
-                                   cwd=directory, env={"SANDLOT_VERIFY_FILES": listing},
-                                   timeout_sec=min(self.command_timeout, 120))
+        result = self.root(plan.verify_command(), directory,
+                           timeout=min(self.command_timeout, 120),
+                           env={"SANDLOT_VERIFY_FILES": listing})
         notes = [line for line in result.stdout.splitlines() if line.strip()]
         if result.exit_code != 0 and not notes:
             notes = ["verification could not run in this sandbox image (python3 missing?)"]

@@ -17,7 +17,13 @@ from typing import Any
 from sqlalchemy import select
 
 from app.extensions import db
-from app.models import InstalledSkill, InstallStatus, SnapshotTrigger
+from app.models import (
+    InstalledSkill,
+    InstallStatus,
+    SkillSnapshot,
+    SnapshotState,
+    SnapshotTrigger,
+)
 from app.models.types import utcnow
 from app.services import sandbox_doc
 from app.services import skills as catalog
@@ -44,7 +50,7 @@ class RemovalRun(Run):
     def steps(self) -> dict[str, Any]:
         config = self.config()
         db.session.refresh(self.row)
-        in_image = bool(self.row.installed_snapshot_id or self.row.served)
+        in_image = self.in_image()
         current = image.current_snapshot(config.config)
         if in_image and current:
             if self.others(config.id):
@@ -82,6 +88,15 @@ class RemovalRun(Run):
         if bundle_ref:
             catalog.collect(self.tenant_id, bundle_ref)
 
+    def in_image(self) -> bool:
+        """Whether an image may hold the skill: it was ready once, or an install run of it
+        got as far as a snapshot (one stopped while switching, say)."""
+        if self.row.installed_snapshot_id or self.row.served:
+            return True
+        return db.session.scalar(select(SkillSnapshot.id).where(
+            SkillSnapshot.skill_id == self.skill_id,
+            SkillSnapshot.state.in_([SnapshotState.active, SnapshotState.superseded]))
+            .limit(1)) is not None
+
     def failure_status(self) -> InstallStatus:
-        in_image = bool(self.row.installed_snapshot_id or self.row.served)
-        return InstallStatus.ready if in_image else InstallStatus.failed
+        return InstallStatus.ready if self.in_image() else InstallStatus.failed

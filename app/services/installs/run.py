@@ -84,6 +84,7 @@ class Run:
                            self.run_id, str(self.status), self.lock)
         self.backend: Backend | None = None
         self.sandbox_id: str | None = None
+        self.exec_env: dict[str, str] = {}
         self.ledger: SkillSnapshot | None = None
         self.switched = False
         cfg = current_app.config
@@ -185,7 +186,10 @@ class Run:
             "sandlot_tenant_id": str(self.tenant_id), "sandlot_session_id": f"run-{self.run_id}",
             "sandlot_binding_version": "0", "sandlot_provider": doc["sandbox_type"],
             "sandlot_sandbox_config_id": config.id, "sandlot_purpose": "install"})
-        spec = dataclasses.replace(spec, template=template)
+        # The config's env reaches every command, but per exec: baked into the sandbox it
+        # would be committed into the snapshot and outlive a later change of the secret.
+        self.exec_env = dict(spec.env)
+        spec = dataclasses.replace(spec, template=template, env={})
         self.check()
         info = self.backend.create(spec)
         self.sandbox_id = info.id
@@ -193,9 +197,11 @@ class Run:
         self.check()
         self.events.emit("sandbox_ready", stage_percent)
 
-    def root(self, command: str, cwd: str = "/", timeout: int | None = None):
+    def root(self, command: str, cwd: str = "/", timeout: int | None = None,
+             env: dict[str, str] | None = None):
         self.check()
         return self.backend.exec(self.sandbox_id, command, user="root", cwd=cwd,
+                                 env={**self.exec_env, **(env or {})},
                                  timeout_sec=timeout or self.command_timeout,
                                  output_limit=OUTPUT_LIMIT)
 
