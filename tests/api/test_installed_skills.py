@@ -16,6 +16,7 @@ from tests.fakes.skill_archives import make_zip, skill_files
 from tests.sweeps.routes import make_installed_skill, make_sandbox_config
 
 bundle_dir = skill_registry.bundle_dir  # fixture
+sites = skill_registry.sites  # fixture
 CANARY = "admin-env-canary-9931"
 
 
@@ -142,3 +143,18 @@ def test_guidance_is_refused_by_the_deterministic_installer(world):
     sent = world["admin"].post(f"{base}/guidance", json={
         "expected_message_id": "m", "steer_id": "s", "content": "try harder"})
     assert sent.status_code == 409 and sent.json["error"]["code"] == "conflict"
+
+
+def test_install_by_source_upserts_the_catalog_and_accepts_a_run(world, sites):
+    repo = {f"skills/src-skill/{k}": v for k, v in skill_files("src-skill", "3.0.0").items()}
+    sites.codeload.add("/acme/skills/zip/main", make_zip(repo, prefix="skills-main/"))
+    source = f"{sites.github.url}/acme/skills/tree/main/skills/src-skill"
+    response = world["admin"].post(world["base"], json={"source": source})
+    assert response.status_code == 202, response.json
+    row = db.session.get(InstalledSkill, response.json["data"]["skill_id"])
+    assert (row.name, row.version, row.status) == ("src-skill", "3.0.0", "installing")
+    assert world["jobs"].submitted == [row.job_id]
+    names = [e["name"] for e in world["admin"].get("/api/v1/skills/catalog").json["data"]]
+    assert "src-skill" in names
+    refused = world["admin"].post(world["base"], json={"source": "http://127.0.0.1:1/x.zip"})
+    assert refused.status_code == 400
