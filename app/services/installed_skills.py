@@ -37,6 +37,16 @@ def list_installed(config: SandboxConfig) -> list[InstalledSkill]:
         .order_by(InstalledSkill.name)))
 
 
+def runnable_names(config_id: str) -> list[str]:
+    """Skills a session of the config can run now: enabled, and ready or still served by
+    the image while an upgrade runs or after it failed (what `exec {skill}` accepts)."""
+    rows = db.session.scalars(select(InstalledSkill).where(
+        InstalledSkill.sandbox_config_id == config_id, InstalledSkill.enabled.is_(True),
+        InstalledSkill.deleted_at.is_(None)).order_by(InstalledSkill.name))
+    return [row.name for row in rows if row.status == InstallStatus.ready
+            or (row.served and row.status != InstallStatus.removing)]
+
+
 def get_installed(config: SandboxConfig, skill_id: str) -> InstalledSkill:
     """The live row of `config`; another config's or workspace's is a 404."""
     row = db.session.get(InstalledSkill, skill_id) if len(skill_id) <= 36 else None
