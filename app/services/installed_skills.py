@@ -152,7 +152,7 @@ def reinstall(tenant: Tenant, actor: Actor, row: InstalledSkill, notes: str | No
 
 
 def _enqueue(kind: str, tenant: Tenant, actor: Actor, row: InstalledSkill):
-    """The row names its job before the job can start (see skills._enqueue)."""
+    """The row names its job before the job can start (see installs.accept.enqueue)."""
     row.job_id = str(uuid.uuid4())
     try:
         return jobs.enqueue(kind, tenant_id=tenant.id, actor_id=actor.actor_id,
