@@ -103,10 +103,10 @@ def test_a_member_runs_an_installed_skill_from_the_playground(tab, workspace, ap
     """Done-when of issue 10 in the browser: a skill installed by the real job is offered in
     the Playground, and its run sees the skill's directory and the admin's value."""
     import io
-    import time
 
-    from app.models import InstalledSkill, SandboxConfig
-    from app.services import installed_skills, skills
+    from app.models import SandboxConfig
+    from app.services import skills
+    from app.services.installs import image
     from tests.fakes.skill_archives import make_zip, skill_md
 
     config = db.session.scalar(select(SandboxConfig))
@@ -117,6 +117,24 @@ def test_a_member_runs_an_installed_skill_from_the_playground(tab, workspace, ap
         b"version: 1.0.0", b"version: 1.0.0\nenv:\n  - name: GREETING"), "install.sh": script})
     entry = skills.register_upload(workspace.tenant, actor, io.BytesIO(bundle))
     skill_id = skills.install(workspace.tenant, actor, entry, [config.id])[0][config.id]
+    try:
+        _run_skill_in_the_playground(tab, workspace, skill_id, actor)
+    finally:  # sessions first: their containers use the snapshot image
+        db.session.rollback()
+        for session in db.session.scalars(select(SandboxSession)).all():
+            sessions.delete_session(db.session.get(Tenant, session.tenant_id),
+                                    db.session.get(User, session.user_id), session)
+        backend = service.backend_for(db.session.get(SandboxConfig, config.id).config)
+        assert image.release_all(db.session.get(SandboxConfig, config.id), backend) == []
+        backend.close()
+
+
+def _run_skill_in_the_playground(tab, workspace, skill_id, actor):
+    import time
+
+    from app.models import InstalledSkill
+    from app.services import installed_skills
+
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         db.session.commit()  # a new read transaction sees the worker's writes
