@@ -29,13 +29,16 @@ GOOD = b"#!/bin/sh\necho v1 > version.txt\n"
     # overlay2 has no per-container quota to fill for real.
     (b"#!/bin/sh\nhead -c 1048576 /dev/zero > /dev/full\n",
      "The sandbox ran out of disk space while running `./install.sh`."),
-], ids=["fails", "hangs", "disk-full"])
+    # The plan for package.json is `npm install`; the base image has no npm.
+    (None, "`npm install --no-audit --no-fund` failed with exit code 127: "
+           "sh: 1: npm: not found"),
+], ids=["fails", "hangs", "disk-full", "no-npm"])
 def test_a_bad_install_ends_failed_cleanly(world, app, monkeypatch, script, expected):
     monkeypatch.setitem(app.config, "SKILL_INSTALL_COMMAND_TIMEOUT", 2)
     admin, engine = world["admin"], world["engine"]
     config = docker_config(admin)
-    skill_id = install_zip(admin, config["id"], skill_zip("bad", {"install.sh": script})
-                           ).json["data"]["skill_id"]
+    files = {"install.sh": script} if script else {"package.json": b'{"name": "bad"}'}
+    skill_id = install_zip(admin, config["id"], skill_zip("bad", files)).json["data"]["skill_id"]
 
     row = wait_for(skill_id)
     assert (row.status, row.error) == ("failed", expected)

@@ -197,3 +197,21 @@ def test_deleting_a_config_releases_its_snapshots_and_its_skills(world):
     for entry in admin.get("/api/v1/skills/catalog").json["data"]:
         assert entry["installations"] == []
         assert admin.delete(f"/api/v1/skills/catalog/{entry['id']}").status_code == 200
+
+
+def test_new_session_rollout_leaves_live_sessions_alone(world):
+    admin, member = world["admin"], world["member"]
+    config = docker_config(admin, skill_rollout="new_session")
+    old_session = open_session(member, config["id"])
+    before = run(member, old_session, "echo before")
+    skill_id = install_zip(admin, config["id"], skill_zip("later", {"install.sh": script(
+        "later")})).json["data"]["skill_id"]
+    assert wait_for(skill_id).status == "ready"
+    from app.models import SandboxSession
+
+    db.session.remove()
+    assert db.session.get(SandboxSession, old_session).stale is False
+    kept = run(member, old_session, "ls /opt/weknora/tenant/skills 2>&1; echo end")
+    assert kept["sandbox_id"] == before["sandbox_id"] and "later" not in kept["stdout"]
+    fresh = open_session(member, config["id"])
+    assert run(member, fresh, "cat marker.txt", skill="later")["stdout"] == "later\n"
