@@ -17,7 +17,7 @@ from app.extensions import db
 from app.models import EventKind, InstalledSkill, InstallStatus, SnapshotTrigger
 from app.services import skills as catalog
 from app.services.installs import image, plan
-from app.services.installs.run import Run, RunFailed
+from app.services.installs.run import Run, RunFailed, Stopped
 
 
 def install(job_id: str, skill_id: str,
@@ -100,6 +100,9 @@ class InstallRun(Run):
         """Reference 7.2 step 18; admin values of names still declared are carried over."""
         names = {e["name"] for e in envs}
         kept = {k: v for k, v in (self.row.env_values or {}).items() if k in names}
-        self.update_row(status=InstallStatus.ready, installed_snapshot_id=snapshot_id,
-                        error=None, served=None, envs=envs, env_values=kept or None,
-                        installing_since=None)
+        if not self.update_row(status=InstallStatus.ready, installed_snapshot_id=snapshot_id,
+                               error=None, served=None, envs=envs, env_values=kept or None,
+                               installing_since=None):
+            # Stopped or superseded after the switch: the row says so, and the events must
+            # not claim `done`. A later removal still finds this build in the ledger.
+            raise Stopped()
