@@ -117,8 +117,10 @@ def rotate() -> None:
 def reap_jobs() -> None:
     from app.jobs.queue import reaper_grace
     from app.services import jobs
+    from app.services.installs import control
 
     click.echo(f"reaped {jobs.reap(reaper_grace(current_app))} silent jobs")
+    click.echo(f"ended {control.reap()} skill installs whose run died")
 
 
 @openapi_cli.command("dump")

@@ -3,8 +3,10 @@
 #
 #   scripts/sandbox-image.sh [base|busybox|all]   (default: all)
 #
-#   sandlot/sandbox:base     Debian minbase (bookworm) + python3 + ca-certificates, from
-#                            debootstrap against the Debian mirror apt uses on this machine
+#   sandlot/sandbox:base     Debian minbase (bookworm) + python3, python3-venv (the skill
+#                            installer's `python3 -m venv` needs ensurepip) and
+#                            ca-certificates, from debootstrap against the Debian mirror
+#                            apt uses on this machine
 #   sandlot/sandbox:busybox  a ~1 MB busybox-static rootfs for fast tests
 #
 # Both have a non-root user `sandbox` (uid/gid 1000, home /home/sandbox) and /workspace
@@ -35,7 +37,7 @@ BASE_IMAGE=sandlot/sandbox:base
 BUSYBOX_IMAGE=sandlot/sandbox:busybox
 # Bump when the rootfs recipe below changes: images and tarballs of another recipe
 # are rebuilt.
-RECIPE=3
+RECIPE=4
 SANDBOX_UID=1000
 PATH_ENV=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
@@ -136,7 +138,7 @@ build_base_rootfs() {
     rm -rf "$root"
     mkdir -p "$root"
     log "debootstrap --variant=minbase $SUITE from $mirror (log: $IMAGES_DIR/debootstrap.log)"
-    if ! debootstrap --variant=minbase --include=python3,ca-certificates \
+    if ! debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
         "$SUITE" "$root" "$mirror" >"$IMAGES_DIR/debootstrap.log" 2>&1; then
         tail -n 30 "$IMAGES_DIR/debootstrap.log" >&2
         [ -f "$root/debootstrap/debootstrap.log" ] && tail -n 30 "$root/debootstrap/debootstrap.log" >&2

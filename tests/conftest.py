@@ -193,6 +193,13 @@ def lock_holders(app) -> str:
 
 
 @pytest.fixture
+def private_endpoints(app, monkeypatch) -> None:
+    """The operator allows private endpoints (decisions 11), for configs that point at the
+    loopback fakes of E2B, Cube and the registries."""
+    monkeypatch.setitem(app.config, "SANDBOX_ALLOW_PRIVATE_ENDPOINTS", True)
+
+
+@pytest.fixture
 def client(app):
     return app.test_client()
 

@@ -225,6 +225,9 @@ class Backend(Protocol):
     def remove(self, sandbox_id: str, path: str, *, user: str | None = None) -> None:
         """`rm -rf` semantics: a path that is already gone is success."""
 
+    def extract_tar(self, sandbox_id: str, directory: str, data: bytes) -> None:
+        """Unpack one tar stream into an existing `directory`, as root (skill seeding)."""
+
     def create_snapshot(self, sandbox_id: str, name: str) -> str:
         """Optional (capabilities.snapshots); raise Unsupported otherwise."""
 

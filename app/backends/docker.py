@@ -26,6 +26,7 @@ job that pauses idle sandboxes.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -56,6 +57,7 @@ from app.backends.sandbox_paths import is_ours as _ours
 
 SNAPSHOT_REPO = "sandlot/snapshot"
 SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+SNAPSHOT_LABEL = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 HOST_GRACE_SEC = 5  # host-side backstop after the in-container `timeout`
 
 STATES = {
@@ -370,15 +372,25 @@ class DockerBackend(DockerFiles):
 
     # -- snapshots and templates ----------------------------------------------------------
 
-    def create_snapshot(self, sandbox_id: str, name: str) -> str:
-        """`docker commit` to sandlot/snapshot:<name>; returns that image reference."""
+    def snapshot_id_for(self, name: str) -> str:
+        """The image reference a snapshot named `name` gets (to find an abandoned build)."""
+        return f"{SNAPSHOT_REPO}:{name}"
+
+    def create_snapshot(self, sandbox_id: str, name: str,
+                        labels: dict[str, str] | None = None) -> str:
+        """`docker commit` to sandlot/snapshot:<name>, labelled `sandlot.snapshot=<name>`
+        plus `labels`; returns that image reference."""
         if not SNAPSHOT_NAME.match(name):
             raise BackendError("snapshot name must be 1-128 of [A-Za-z0-9_.-], "
                                "not starting with . or -")
         container_id = self._inspect(sandbox_id)["Id"]
+        changes = [f"LABEL {key}={json.dumps(value)}"
+                   for key, value in {"sandlot.snapshot": name, **(labels or {})}.items()
+                   if SNAPSHOT_LABEL.match(key)]
         with self._errors("create snapshot"):
-            self.api.commit(container_id, repository=SNAPSHOT_REPO, tag=name, pause=True)
-        return f"{SNAPSHOT_REPO}:{name}"
+            self.api.commit(container_id, repository=SNAPSHOT_REPO, tag=name, pause=True,
+                            changes=changes)
+        return self.snapshot_id_for(name)
 
     def delete_snapshot(self, snapshot_id: str) -> None:
         """Remove a snapshot image; not found is success, in use is an error."""

@@ -122,6 +122,14 @@ class DockerFiles:
                                                strict=True)]
         return sorted(entries, key=lambda entry: entry.name)
 
+    def extract_tar(self, sandbox_id: str, directory: str, data: bytes) -> None:
+        """One `put_archive` into `directory` (which must exist): entries keep the tar's
+        owners and modes. Only the installer calls this, as root, into a skill directory."""
+        full = abs_path(directory)
+        self._shell(sandbox_id, '[ -d "$1" ] || exit 3', full, user="root", what="extract")
+        with self._errors("extract archive"):
+            self.api.put_archive(self._running(sandbox_id), full, data)
+
     def make_dir(self, sandbox_id: str, path: str, *, user: str | None = None) -> None:
         self._shell(sandbox_id, 'mkdir -p -- "$1"', abs_path(path), user=user, what="make dir")
 

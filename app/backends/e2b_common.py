@@ -24,6 +24,7 @@ from __future__ import annotations
 import ipaddress
 import posixpath
 import shlex
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -463,7 +464,33 @@ class E2BCompatible:
         handle, tokens = self._handle(sandbox_id)
         self._check(handle, tokens, 'rm -rf -- "$1"', full, user=user, what="remove")
 
+    def extract_tar(self, sandbox_id: str, directory: str, data: bytes) -> None:
+        """Upload the tar as one file, unpack it as root into `directory`, delete it."""
+        full = abs_path(directory)
+        archive = f"/tmp/sandlot-seed-{uuid.uuid4().hex}.tar"
+        self.write_file(sandbox_id, archive, data, user="root")
+        script = (f"tar -xf {archive} -C {shlex.quote(full)} --no-same-owner; rc=$?; "
+                  f"rm -f {archive}; exit $rc")
+        result = self.exec(sandbox_id, script, user="root", cwd="/",
+                           timeout_sec=self.settings.http_timeout_sec)
+        if result.exit_code != 0:
+            detail = (result.stderr or result.stdout).strip().splitlines()
+            raise BackendError(f"extract failed: {detail[-1] if detail else result.exit_code}")
+
     # -- snapshots and templates ----------------------------------------------------------
+
+    def snapshot_id_for(self, name: str) -> str:
+        """The id of the snapshot named `name` (an abandoned build is found by name), or
+        `name` itself when there is none."""
+        with self._errors("list snapshots"):
+            pages = self.sdk.Sandbox.list_snapshots(limit=LIST_PAGE)
+            for _ in range(MAX_PAGES):
+                if not pages.has_next:
+                    break
+                for snap in pages.next_items():
+                    if name in (snap.names or ()):
+                        return snap.snapshot_id
+        return name
 
     def create_snapshot(self, sandbox_id: str, name: str) -> str:
         """A snapshot of the sandbox; its id boots as a template."""

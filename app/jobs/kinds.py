@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.jobs import members, sandbox_check  # noqa: F401  (registers their kinds)
+from app.jobs import (  # noqa: F401  (registers their kinds)
+    members,
+    sandbox_check,
+    skills,
+)
 from app.jobs.registry import job_kind
 from app.services import audit
 

@@ -12,6 +12,7 @@ from app.extensions import db
 from app.models import Job, JobStatus
 from app.services import jobs as job_service
 from app.services import sessions as session_service
+from app.services.installs import control as skill_runs
 
 log = logging.getLogger("sandlot.jobs")
 QUEUE_NAME = "sandlot"
@@ -157,12 +158,14 @@ class InProcessDispatcher:
 def start_reaper(app: Flask, interval: float = 30.0,
                  stop: threading.Event | None = None) -> threading.Thread:
     """A daemon thread that, every `interval` seconds until `stop` is set, fails silent job
-    rows and pauses Docker sandboxes idle past their TTL (E2B and Cube pause themselves)."""
+    rows, ends skill installs whose run died (and frees their image lock), and pauses
+    Docker sandboxes idle past their TTL (E2B and Cube pause themselves)."""
     stop = stop or threading.Event()
 
     def loop() -> None:
         while not stop.wait(interval):
             for name, task in (("job reaper", lambda: job_service.reap(reaper_grace(app))),
+                               ("skill run reaper", skill_runs.reap),
                                ("idle pause", session_service.pause_idle)):
                 with app.app_context():
                     try:

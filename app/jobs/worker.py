@@ -7,7 +7,19 @@ from flask import Flask
 from redis import Redis
 from rq import Queue, SimpleWorker
 
+from app.extensions import db
 from app.jobs.queue import queue_name, start_reaper
+from app.services.installs import control as skill_runs
+
+
+def _reap_skill_runs(app: Flask) -> None:
+    """At worker start: installs whose job already ended (a worker killed mid-run) are
+    marked failed now rather than at the reaper's first pass (reference 7.2)."""
+    with app.app_context():
+        try:
+            skill_runs.reap()
+        finally:
+            db.session.remove()
 
 
 def run_worker(app: Flask, burst: bool = False) -> None:
@@ -20,5 +32,6 @@ def run_worker(app: Flask, burst: bool = False) -> None:
     queue = Queue(queue_name(app), connection=connection)
     worker = SimpleWorker([queue], connection=connection)
     if not burst:
+        _reap_skill_runs(app)
         start_reaper(app)
     worker.work(burst=burst, with_scheduler=False)

@@ -8,6 +8,14 @@ from app.models.login_session import LoginSession
 from app.models.sandbox_config import SandboxConfig
 from app.models.session import BindingState, SandboxSession
 from app.models.skill import InstalledSkill, InstallStatus, SkillCatalogEntry
+from app.models.skill_image import (
+    EventKind,
+    SkillImageLease,
+    SkillInstallEvent,
+    SkillSnapshot,
+    SnapshotState,
+    SnapshotTrigger,
+)
 from app.models.tenant import ROLE_ORDER, Membership, Role, Tenant
 from app.models.user import User
 
@@ -15,5 +23,6 @@ __all__ = [
     "ROLE_ORDER", "ApiKey", "AuditEvent", "Invitation", "InvitationStatus", "Job", "JobStatus",
     "LoginSession", "Membership", "Role",
     "BindingState", "SandboxConfig", "SandboxSession", "Tenant", "User",
-    "InstallStatus", "InstalledSkill", "SkillCatalogEntry",
+    "InstallStatus", "InstalledSkill", "SkillCatalogEntry", "EventKind", "SkillImageLease",
+    "SkillInstallEvent", "SkillSnapshot", "SnapshotState", "SnapshotTrigger",
 ]

@@ -22,10 +22,11 @@ from app.backends import registry
 from app.backends.base import Backend, BackendError
 from app.errors import Conflict, Locked, Unavailable, ValidationFailed
 from app.extensions import db
-from app.models import Role, SandboxConfig, Tenant
+from app.models import InstalledSkill, InstallStatus, Role, SandboxConfig, Tenant
 from app.models.sandbox_config import CORDON_LEASE
 from app.models.types import utcnow
 from app.services import Actor, audit, endpoints, sandbox_check_parts, sandbox_doc
+from app.services.installs import image as skill_image
 
 log = logging.getLogger("sandlot.sandbox_configs")
 NAME_MAX, DESCRIPTION_MAX = 100, 2000
@@ -130,7 +131,7 @@ def update_config(tenant: Tenant, actor: Actor, row: SandboxConfig, name: str,
     name, description, doc = _validated(name, description, lambda: sandbox_doc.validate(merged))
     for key in sandbox_doc.SERVER_OWNED:
         doc[key] = stored.get(key)
-    _guard_snapshot(stored, doc)
+    _guard_snapshot(row, stored, doc)
     if name != row.name:
         _check_unique(tenant, name, exclude=row.id)
     values = {"name": name, "description": description, "config": doc,
@@ -162,9 +163,15 @@ def delete_config(tenant: Tenant, actor: Actor, row: SandboxConfig, force: bool 
         raise
     db.session.execute(update(SandboxConfig).where(SandboxConfig.id == row.id)
                        .values(deleted_at=utcnow(), cordoned_at=None))
+    bundles = _forget_skills(row)
     audit.record(tenant, actor, "sandbox_config.deleted", "sandbox_config", row.id,
                  {"name": row.name, "forced": force})
     db.session.commit()
+    if bundles:
+        from app.services import skills  # the catalog imports this module
+
+        for key in set(bundles):
+            skills.collect(tenant.id, key)
 
 
 def set_scripts_disabled(tenant: Tenant, actor: Actor, disabled: bool) -> bool:
@@ -231,9 +238,13 @@ def _commit_unique(name: str) -> None:
         raise Conflict(f"A sandbox config named {name!r} already exists.") from None
 
 
-def _guard_snapshot(stored: dict[str, Any], doc: dict[str, Any]) -> None:
-    """A baked skill image pins identity, template, cube DNS and desktop (3.1.4 step 3)."""
-    if not (stored.get("skill_image") or {}).get("snapshot_id"):
+def _guard_snapshot(row: SandboxConfig, stored: dict[str, Any], doc: dict[str, Any]) -> None:
+    """A baked skill image pins identity, template, cube DNS and desktop (3.1.4 step 3);
+    so does a skill run in flight, whose image is about to be baked."""
+    busy = db.session.scalar(select(InstalledSkill.id).where(
+        InstalledSkill.sandbox_config_id == row.id, InstalledSkill.deleted_at.is_(None),
+        InstalledSkill.status.in_([InstallStatus.installing, InstallStatus.removing])).limit(1))
+    if not (stored.get("skill_image") or {}).get("snapshot_id") and busy is None:
         return
     if _pinned(stored) != _pinned(doc):
         raise Conflict("Installed skills are baked into this config's image; uninstall them "
@@ -313,17 +324,37 @@ def _sweep(row: SandboxConfig, stored: dict[str, Any]) -> None:
 
 
 def _release_snapshot(row: SandboxConfig, force: bool) -> None:
+    """Decisions 9: every snapshot the ledger knows for this config, and the pointer's own
+    (a config from before the ledger), is released; refused (409) if any stays, unless
+    forced."""
     snapshot_id = (row.config.get("skill_image") or {}).get("snapshot_id")
-    if not snapshot_id:
-        return
+    backend = backend_for(row.config)
     try:
-        backend_for(row.config).delete_snapshot(snapshot_id)
-    except BackendError as exc:
-        if not force:
-            raise Conflict(f"The skill snapshot could not be released: {exc.reason}",
-                           code="skill_snapshot_release_failed",
-                           data={"snapshot_ids": [snapshot_id]}) from exc
+        failed = skill_image.release_all(row, backend)
+        if snapshot_id and snapshot_id not in failed:
+            try:
+                backend.delete_snapshot(snapshot_id)
+            except BackendError as exc:
+                log.warning("snapshot %s of config %s not released: %s", snapshot_id, row.id,
+                            exc.reason)
+                failed.append(snapshot_id)
+    finally:
+        backend.close()
+    if failed and not force:
+        raise Conflict("The skill snapshots of this config could not be released; retry, or "
+                       "force the delete.", code="skill_snapshot_release_failed",
+                       data={"snapshot_ids": sorted(set(failed))})
 
+
+def _forget_skills(row: SandboxConfig) -> list[str]:
+    """The deleted config's installed skills go with it; their pinned archives are
+    collected by the caller once this is committed."""
+    now = utcnow()
+    skills = list(db.session.scalars(select(InstalledSkill).where(
+        InstalledSkill.sandbox_config_id == row.id, InstalledSkill.deleted_at.is_(None))))
+    for skill in skills:
+        skill.deleted_at, skill.env_values, skill.updated_at = now, None, now
+    return [skill.bundle_ref for skill in skills if skill.bundle_ref]
 
 
 def query_templates(stored: SandboxConfig | None, raw: Any, options: dict[str, Any],

@@ -9,6 +9,7 @@ execs create exactly one sandbox on SQLite and PostgreSQL alike.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
@@ -34,6 +35,7 @@ from app.models import BindingState, SandboxConfig, SandboxSession, Tenant, User
 from app.models.skill import InstalledSkill, InstallStatus
 from app.models.types import utcnow
 from app.services import audit, sandbox_check_parts, sandbox_doc
+from app.services.installs import image as skill_image
 from app.services.sandbox_configs import backend_for, cordoned
 
 log = logging.getLogger("sandlot.sessions")
@@ -145,22 +147,33 @@ def exec_command(tenant: Tenant, user: User, session: SandboxSession, command: s
 
 SKILLS_ROOT = "/opt/weknora/tenant/skills"
 OUTPUT_DIR, INPUT_DIR = "/workspace/output", "/workspace/input"
+# The sandbox images' PATH (scripts/sandbox-image.sh), after the skill's own .venv/bin.
+BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 def skill_runtime(config: SandboxConfig, name: str) -> tuple[dict[str, str], str]:
     """The environment and working directory of a run of installed skill `name`.
 
-    The names stay the reference's (WEKNORA_*) so skills written for it run unchanged.
+    The skill must be enabled and in the image: ready, or still served from the previous
+    build while an upgrade runs or after it failed (reference 1.7). The names stay the
+    reference's (WEKNORA_*) so skills written for it run unchanged; the admin's values
+    for the skill's declared variables come first, the injected names win over them.
     """
     installed = db.session.scalar(select(InstalledSkill).where(
         InstalledSkill.sandbox_config_id == config.id, InstalledSkill.name == name,
-        InstalledSkill.enabled.is_(True), InstalledSkill.status == InstallStatus.ready))
-    if installed is None:
+        InstalledSkill.enabled.is_(True), InstalledSkill.deleted_at.is_(None)))
+    usable = installed is not None and (installed.status == InstallStatus.ready
+                                        or (installed.served and installed.status
+                                            != InstallStatus.removing))
+    if not usable:
         raise NotFound(f"No ready skill named {name!r} is installed on this sandbox config.")
     skill_dir = f"{SKILLS_ROOT}/{installed.name}"
-    env = {"WEKNORA_SKILL_DIR": skill_dir, "WEKNORA_SKILL_OUTPUT_DIR": OUTPUT_DIR,
-           "WEKNORA_SKILL_HISTORY_ROOT": OUTPUT_DIR, "WEKNORA_SESSION_INPUT_DIR": INPUT_DIR,
-           "NODE_PATH": f"{skill_dir}/node_modules"}
+    declared = {e.get("name") for e in installed.envs or []}
+    env = {k: v for k, v in (installed.env_values or {}).items() if k in declared and v}
+    env.update({"WEKNORA_SKILL_DIR": skill_dir, "WEKNORA_SKILL_OUTPUT_DIR": OUTPUT_DIR,
+                "WEKNORA_SKILL_HISTORY_ROOT": OUTPUT_DIR, "WEKNORA_SESSION_INPUT_DIR": INPUT_DIR,
+                "NODE_PATH": f"{skill_dir}/node_modules",
+                "PATH": f"{skill_dir}/.venv/bin:{skill_dir}/node_modules/.bin:{BASE_PATH}"})
     return env, skill_dir
 
 
@@ -230,12 +243,15 @@ def _create_claimed(session: SandboxSession, config: SandboxConfig, backend: Bac
 
 
 def session_spec(session: SandboxSession, config: SandboxConfig, version: int) -> SandboxSpec:
+    """The config's spec, booting from its skill snapshot when it has one built under the
+    current identity (reference 9.1 step 5), so installed skills are there."""
     doc = config.config
-    return sandbox_doc.spec_for(doc, {
+    spec = sandbox_doc.spec_for(doc, {
         "sandlot_tenant_id": str(session.tenant_id), "sandlot_session_id": session.id,
         "sandlot_binding_version": str(version), "sandlot_provider": doc["sandbox_type"],
         "sandlot_sandbox_config_id": config.id, "sandlot_purpose": "session",
     })
+    return dataclasses.replace(spec, template=skill_image.boot_template(doc))
 
 
 def pause_idle(now=None) -> int:
@@ -339,7 +355,7 @@ def _session_filter(session: SandboxSession) -> dict[str, str]:
 
 
 def _generation(config: SandboxConfig) -> int:
-    return int((config.config.get("skill_image") or {}).get("generation") or 0)
+    return skill_image.generation(config.config)
 
 
 def _rebuilds(config: SandboxConfig) -> bool:

@@ -6,8 +6,8 @@ no row and no blob. Blobs are content-addressed per workspace; a blob is deleted
 no live catalog row and no installed skill of the workspace names it any more.
 
 An accepted install creates (or re-arms) the installed-skill row in status `installing`,
-commits, and enqueues job kind `install_skill`; the job function belongs to the install
-pipeline, not to this module.
+commits, and enqueues job kind `install_skill` (services/installs/accept.py); the run
+itself is services/installs/pipeline.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
 from typing import IO, Any
 
 from flask import current_app
@@ -37,15 +36,13 @@ from app.extensions import db
 from app.models import InstalledSkill, InstallStatus, SandboxConfig, SkillCatalogEntry, Tenant
 from app.models.types import utcnow
 from app.security.safe_http import SafeHTTPClient
-from app.services import Actor, audit, jobs, skill_files, skill_sources
-from app.services.sandbox_configs import cordoned
+from app.services import Actor, audit, skill_files, skill_sources
+from app.services.installs import accept
+from app.services.installs.accept import JOB_KIND  # noqa: F401  (re-exported)
 from app.services.skill_bundles import Bundle, invalid, max_bundle_mb, normalize, sniff
 
 log = logging.getLogger("sandlot.skills")
-FRESH_INSTALL = timedelta(minutes=3)  # reference 7.1: a younger in-flight install dedupes
-INSTALL_JOB_TIMEOUT = 3600
 CATEGORIES_MAX, CATEGORY_MAX = 32, 64
-JOB_KIND = "install_skill"
 
 
 # -- settings -------------------------------------------------------------------------
@@ -165,8 +162,9 @@ def _blob_referenced(tenant_id: int, key: str) -> bool:
         SkillCatalogEntry.deleted_at.is_(None))
     if db.session.scalar(catalog.limit(1)) is not None:
         return True
-    installs = select(InstalledSkill).where(InstalledSkill.tenant_id == tenant_id, or_(
-        InstalledSkill.bundle_ref == key, InstalledSkill.served.is_not(None)))
+    installs = select(InstalledSkill).where(
+        InstalledSkill.tenant_id == tenant_id, InstalledSkill.deleted_at.is_(None),
+        or_(InstalledSkill.bundle_ref == key, InstalledSkill.served.is_not(None)))
     return any(row.bundle_ref == key or (row.served or {}).get("bundle_ref") == key
                for row in db.session.scalars(installs))
 
@@ -180,8 +178,9 @@ def _live_configs(tenant: Tenant) -> dict[str, SandboxConfig]:
 
 
 def _installs(tenant: Tenant, configs: dict[str, SandboxConfig]) -> list[InstalledSkill]:
-    rows = db.session.scalars(select(InstalledSkill).where(InstalledSkill.tenant_id == tenant.id)
-                              .order_by(InstalledSkill.created_at, InstalledSkill.id))
+    rows = db.session.scalars(select(InstalledSkill).where(
+        InstalledSkill.tenant_id == tenant.id, InstalledSkill.deleted_at.is_(None))
+        .order_by(InstalledSkill.created_at, InstalledSkill.id))
     return [row for row in rows if row.sandbox_config_id in configs]
 
 
@@ -339,7 +338,7 @@ def install(tenant: Tenant, actor: Actor, entry: SkillCatalogEntry,
     installs, errors, failures, pending = {}, {}, [], []
     for config_id in ids:
         try:
-            row, needs_run = _accept(tenant, entry, config_id)
+            row, needs_run = accept.accept(tenant, entry, config_id)
         except AppError as exc:
             errors[config_id] = exc.message
             failures.append(exc)
@@ -353,7 +352,7 @@ def install(tenant: Tenant, actor: Actor, entry: SkillCatalogEntry,
     db.session.commit()
     for config_id, row in pending:
         try:
-            _enqueue(tenant, actor, row)
+            accept.enqueue(tenant, actor, row)
         except AppError as exc:
             installs.pop(config_id)
             errors[config_id] = exc.message
@@ -361,51 +360,3 @@ def install(tenant: Tenant, actor: Actor, entry: SkillCatalogEntry,
     if not installs:
         raise failures[0]
     return installs, errors
-
-
-def _accept(tenant: Tenant, entry: SkillCatalogEntry,
-            config_id: str) -> tuple[InstalledSkill, bool]:
-    config = db.session.get(SandboxConfig, config_id) if len(config_id) <= 36 else None
-    if config is None or config.tenant_id != tenant.id or config.deleted_at is not None:
-        raise NotFound("No such sandbox config in this workspace.")
-    now = utcnow()
-    if config.is_cordoned(now):
-        raise cordoned()
-    row = db.session.scalar(select(InstalledSkill).where(
-        InstalledSkill.sandbox_config_id == config.id, InstalledSkill.name == entry.name))
-    if row is not None:
-        if row.status == InstallStatus.ready and row.bundle_sha256 == entry.bundle_sha256:
-            return row, False
-        if row.status == InstallStatus.installing and row.installing_since is not None \
-                and now - row.installing_since < FRESH_INSTALL:
-            return row, False
-        if row.status == InstallStatus.removing:
-            raise Conflict("This skill is being removed from that sandbox; install it again "
-                           "once the removal has finished.")
-        if row.status == InstallStatus.ready:  # an upgrade: agents keep the old build
-            row.served = {"version": row.version, "bundle_sha256": row.bundle_sha256,
-                          "bundle_ref": row.bundle_ref}
-    else:
-        row = InstalledSkill(id=str(uuid.uuid4()), tenant_id=tenant.id,
-                             sandbox_config_id=config.id, name=entry.name, enabled=True,
-                             envs=[])
-        db.session.add(row)
-    row.catalog_id, row.version = entry.id, entry.version
-    row.bundle_ref, row.bundle_sha256 = entry.bundle_ref, entry.bundle_sha256
-    row.status, row.error, row.installing_since, row.job_id = \
-        InstallStatus.installing, None, now, None
-    row.updated_at = now
-    return row, True
-
-
-def _enqueue(tenant: Tenant, actor: Actor, row: InstalledSkill) -> None:
-    try:
-        job = jobs.enqueue(JOB_KIND, tenant_id=tenant.id, actor_id=actor.actor_id,
-                           target_type="installed_skill", target_id=row.id,
-                           params={"skill_id": row.id}, timeout_sec=INSTALL_JOB_TIMEOUT)
-    except AppError as exc:
-        row.status, row.error = InstallStatus.failed, exc.message
-        db.session.commit()
-        raise
-    row.job_id = job.id
-    db.session.commit()

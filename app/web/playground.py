@@ -23,7 +23,7 @@ from app.auth.guards import guard
 from app.errors import AppError, ValidationFailed
 from app.extensions import db, htmx
 from app.models import BindingState, Role, SandboxConfig, SandboxSession
-from app.services import sandbox_configs, sessions
+from app.services import installed_skills, sandbox_configs, sessions
 from app.services.network_policy import DENY_ALL
 from app.services.sessions import ExecOutcome
 from app.tenancy import current_tenant, principal
@@ -121,6 +121,7 @@ def session_view(session: SandboxSession, configs: dict[str, SandboxConfig]) -> 
         "policy": policy_summary(session.policy),
         "default_timeout": (config.config.get("default_timeout_sec") if config else None)
         or sessions.DEFAULT_EXEC_TIMEOUT,
+        "skills": installed_skills.runnable_names(config.id) if config else [],
     }
 
 
@@ -134,7 +135,7 @@ def _context(selected: SandboxSession | None = None, form: OpenSessionForm | Non
             "has_configs": bool(configs), "rows": rows,
             "selected_id": selected.id if selected else None,
             "current": session_view(selected, by_id) if selected else None,
-            "runs": [], "command": "", "timeout": "", "last": None, **extra}
+            "runs": [], "command": "", "timeout": "", "skill": "", "last": None, **extra}
 
 
 def _page(selected: SandboxSession | None, status: int = 200, **extra: Any):
@@ -254,17 +255,18 @@ def playground_exec(session_id):
     session = _own(session_id)
     command = request.form.get("command", "")
     raw_timeout = request.form.get("timeout_sec", "")
+    skill = request.form.get("skill", "").strip()
     status = 200
     try:
         outcome = sessions.exec_command(current_tenant(), principal().user, session,
-                                        command, _timeout(raw_timeout))
+                                        command, _timeout(raw_timeout), skill=skill or None)
         run = Run(command, outcome=outcome)
     except AppError as err:
         db.session.rollback()
         run, status = Run(command, error=err), err.status
     if not htmx:  # without JavaScript: the page, with this one run in its transcript
         return _page(session, status, runs=[run], command=command, timeout=raw_timeout,
-                     last=run.outcome)
+                     skill=skill, last=run.outcome)
     context = _context(session, last=run.outcome)
     body = render_template("playground/_run.html", run=run, **context)
     body += render_template("playground/_binding.html", oob=True, **context)

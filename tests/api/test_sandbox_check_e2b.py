@@ -14,13 +14,10 @@ from app.extensions import db
 from app.models import Job
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, RUN_ID, require_docker
 
+# Configs here point at loopback fakes: the operator allows private endpoints.
+pytestmark = pytest.mark.usefixtures("private_endpoints")
+
 URL = "/api/v1/system/sandbox-check"
-
-
-@pytest.fixture(autouse=True)
-def _operator_allows_private_endpoints(app, monkeypatch):
-    """These configs point at loopback fakes: the operator's setting lets them (issue 9)."""
-    monkeypatch.setitem(app.config, "SANDBOX_ALLOW_PRIVATE_ENDPOINTS", True)
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,9 @@ from sqlalchemy import func, select
 from app.extensions import db
 from app.models import AuditEvent, SandboxConfig
 
+# Configs here point at loopback fakes: the operator allows private endpoints.
+pytestmark = pytest.mark.usefixtures("private_endpoints")
+
 E2B_KEY = "e2b_canary_key_5f1c"
 BASE = "/api/v1/sandbox-configs"
 
@@ -24,12 +27,6 @@ def e2b_doc(**overrides):
            "env_vars": {"TOKEN": "env-secret-1", "PLAIN": "x"}}
     doc.update(overrides)
     return doc
-
-
-@pytest.fixture(autouse=True)
-def _operator_allows_private_endpoints(app, monkeypatch):
-    """These configs point at loopback fakes: the operator's setting lets them (issue 9)."""
-    monkeypatch.setitem(app.config, "SANDBOX_ALLOW_PRIVATE_ENDPOINTS", True)
 
 
 @pytest.fixture

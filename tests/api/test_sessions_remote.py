@@ -9,13 +9,10 @@ from app.extensions import db
 from app.models import SandboxSession
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, RUN_ID, require_docker
 
+# Configs here point at loopback fakes: the operator allows private endpoints.
+pytestmark = pytest.mark.usefixtures("private_endpoints")
+
 CONFIGS = "/api/v1/sandbox-configs"
-
-
-@pytest.fixture(autouse=True)
-def _operator_allows_private_endpoints(app, monkeypatch):
-    """These configs point at loopback fakes: the operator's setting lets them (issue 9)."""
-    monkeypatch.setitem(app.config, "SANDBOX_ALLOW_PRIVATE_ENDPOINTS", True)
 
 
 @pytest.fixture(params=["e2b", "cube"])

@@ -11,7 +11,14 @@ from sqlalchemy import func, select
 
 from app.extensions import db
 from app.jobs.runner import run_job
-from app.models import InstalledSkill, InstallStatus, Job, JobStatus, SkillCatalogEntry
+from app.models import (
+    InstalledSkill,
+    InstallStatus,
+    Job,
+    JobStatus,
+    SandboxConfig,
+    SkillCatalogEntry,
+)
 from app.models.types import utcnow
 from tests.fakes import skill_registry
 from tests.fakes.skill_archives import PNG, make_zip, skill_files, skill_md, zip_with_symlink
@@ -111,18 +118,22 @@ def test_done_when_zip_and_github_skills_are_browsed_and_installed_onto_two_conf
     assert {c["status"] for c in chips} == {"installing"}
 
 
-def test_the_install_job_kind_has_no_function_yet_and_ends_errored(world):
-    """The install pipeline is the next issue's; until then the runner ends the job with a
-    clear message and the row stays `installing` (no fake result)."""
+def test_the_install_job_ends_failed_with_a_readable_error_when_the_provider_is_down(world):
+    """The job runs for real (tests/installs/ drive it on Docker); here the config's E2B
+    endpoint is a closed loopback port, so the run fails at the maintenance sandbox."""
     entry = register_zip(world["admin"])
     config = make_sandbox_config(world["a"].tenant)
     response = world["admin"].post(f"{BASE}/{entry['id']}/install",
                                    json={"sandbox_config_ids": [config]})
     skill_id = response.json["data"]["installs"][config]
     job_id = db.session.get(InstalledSkill, skill_id).job_id
-    assert run_job(job_id) == "errored"
-    assert db.session.get(Job, job_id).error == "Unknown job kind 'install_skill'."
-    assert db.session.get(InstalledSkill, skill_id).status == InstallStatus.installing
+    assert run_job(job_id) == "failed"
+    db.session.remove()
+    row = db.session.get(InstalledSkill, skill_id)
+    assert row.status == InstallStatus.failed
+    assert row.error.startswith("The sandbox provider failed")
+    assert "127.0.0.1" not in row.error  # no private address in what users read
+    assert db.session.get(Job, job_id).error == row.error
 
 
 def test_raw_zip_body_upload(world):
@@ -205,8 +216,17 @@ def test_a_repeat_install_dedupes_and_an_upgrade_keeps_serving_the_old_build(wor
     skill = db.session.get(InstalledSkill, first["installs"][config])
     skill.status, skill.installing_since = InstallStatus.ready, None
     db.session.commit()
+    # Ready with the same sha but absent from the image (no snapshot): installed again.
+    rebuilt = world["admin"].post(f"{BASE}/{entry['id']}/install", json=target).json["data"]
+    assert rebuilt == first and len(world["jobs"].submitted) == 2
+    skill.status, skill.installing_since = InstallStatus.ready, None
+    skill.installed_snapshot_id = "sandlot/snapshot:present"
+    row = db.session.get(SandboxConfig, config)
+    row.config = {**row.config, "skill_image": {"snapshot_id": "sandlot/snapshot:present",
+                                                "generation": 1}}
+    db.session.commit()
     same = world["admin"].post(f"{BASE}/{entry['id']}/install", json=target).json["data"]
-    assert same == first and len(world["jobs"].submitted) == 1  # ready with the same sha
+    assert same == first and len(world["jobs"].submitted) == 2  # ready, same sha, in image
 
     register_zip(world["admin"], version="1.1.0")
     world["admin"].post(f"{BASE}/{entry['id']}/install", json=target)

@@ -187,6 +187,37 @@ def _catalog_id(world: factories.TenantUsers) -> str:
     return make_catalog_skill(world.tenant)
 
 
+def make_installed_skill(tenant, config_id: str | None = None,
+                         secret: str = "sweep-env-value") -> str:
+    """A ready skill on `config_id` (default: the tenant's newest config) built from a real
+    stored bundle, declaring SWEEP_ENV with the admin value `secret`. It is in no image, so
+    an uninstall needs no provider."""
+    from app.models import InstalledSkill, InstallStatus, SandboxConfig, SkillCatalogEntry
+
+    config_id = config_id or db.session.scalar(
+        select(SandboxConfig.id).where(SandboxConfig.tenant_id == tenant.id,
+                                       SandboxConfig.deleted_at.is_(None))
+        .order_by(SandboxConfig.created_at.desc())) or make_sandbox_config(tenant)
+    entry = db.session.get(SkillCatalogEntry, make_catalog_skill(tenant))
+    row = InstalledSkill(
+        id=str(uuid.uuid4()), tenant_id=tenant.id, sandbox_config_id=config_id,
+        catalog_id=entry.id, name=entry.name, version=entry.version,
+        description=entry.description, instructions=entry.instructions,
+        bundle_ref=entry.bundle_ref, bundle_sha256=entry.bundle_sha256,
+        status=InstallStatus.ready, enabled=True,
+        envs=[{"name": "SWEEP_ENV", "description": "", "required": False}],
+        env_values={"SWEEP_ENV": secret})
+    db.session.add(row)
+    db.session.commit()
+    return row.id
+
+
+def _skill_id(world: factories.TenantUsers) -> str:
+    # Arguments resolve in sorted order, so `config_id` (if the route has one) was made
+    # just before: the skill lands on that config.
+    return make_installed_skill(world.tenant)
+
+
 # url_map parameter name -> a real row of the given tenant (its id is what goes in the URL).
 # A route with a parameter missing here fails the sweep: add a factory for it.
 PARAM_ROWS: dict[str, Callable[[factories.TenantUsers], Any]] = {
@@ -201,6 +232,7 @@ PARAM_ROWS: dict[str, Callable[[factories.TenantUsers], Any]] = {
     "catalog_id": _catalog_id,
     "invitation_id": _invitation_id,
     "token": _invitation_token,
+    "skill_id": _skill_id,
 }
 
 

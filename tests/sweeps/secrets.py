@@ -49,10 +49,18 @@ def _session_traffic_token(tenant, secret: str) -> None:
     db.session.commit()
 
 
+def _installed_skill_env(tenant, secret: str) -> None:
+    """An installed skill whose admin value for its declared variable is `secret`."""
+    from tests.sweeps.routes import make_installed_skill
+
+    make_installed_skill(tenant, secret=secret)
+
+
 # "table.column" -> store `secret` in that column for `tenant` (one row).
 SEEDERS: dict[str, Callable[[Any, str], None]] = {
     "sandbox_configs.config": _sandbox_config,
     "sandbox_sessions.traffic_token": _session_traffic_token,
+    "installed_skills.env_values": _installed_skill_env,
 }
 
 

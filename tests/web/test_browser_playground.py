@@ -97,3 +97,74 @@ def test_a_member_runs_a_command_twice_in_the_same_sandbox(tab, workspace):
     tab.get_by_text("No session selected").wait_for()
     tab.wait_for_url(re.compile(r"/playground$"))
     assert tab.locator(".session-row", has_text="Quick check").count() == 0
+
+
+def test_a_member_runs_an_installed_skill_from_the_playground(tab, workspace, app):
+    """Done-when of issue 10 in the browser: a skill installed by the real job is offered in
+    the Playground, and its run sees the skill's directory and the admin's value."""
+    import io
+
+    from app.models import SandboxConfig
+    from app.services import skills
+    from app.services.installs import image
+    from tests.fakes.skill_archives import make_zip, skill_md
+
+    config = db.session.scalar(select(SandboxConfig))
+    actor = audit.SystemActor(workspace.admin.email)
+    script = (b"#!/bin/sh\n"
+              b"echo 'print(\"hello\", __import__(\"os\").environ[\"GREETING\"])' > hi.py\n")
+    bundle = make_zip({"SKILL.md": skill_md("greeter", body="Uses GREETING.\n").replace(
+        b"version: 1.0.0", b"version: 1.0.0\nenv:\n  - name: GREETING"), "install.sh": script})
+    entry = skills.register_upload(workspace.tenant, actor, io.BytesIO(bundle))
+    skill_id = skills.install(workspace.tenant, actor, entry, [config.id])[0][config.id]
+    try:
+        _run_skill_in_the_playground(tab, workspace, skill_id, actor)
+    finally:  # sessions first: their containers use the snapshot image
+        db.session.rollback()
+        for session in db.session.scalars(select(SandboxSession)).all():
+            sessions.delete_session(db.session.get(Tenant, session.tenant_id),
+                                    db.session.get(User, session.user_id), session)
+        backend = service.backend_for(db.session.get(SandboxConfig, config.id).config)
+        assert image.release_all(db.session.get(SandboxConfig, config.id), backend) == []
+        backend.close()
+
+
+def _run_skill_in_the_playground(tab, workspace, skill_id, actor):
+    import time
+
+    from app.models import InstalledSkill
+    from app.services import installed_skills
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        db.session.commit()  # a new read transaction sees the worker's writes
+        row = db.session.get(InstalledSkill, skill_id, populate_existing=True)
+        if row.status in ("ready", "failed"):
+            break
+        time.sleep(0.3)
+    assert row.status == "ready", row.error
+    installed_skills.update(workspace.tenant, actor, row, None, {"GREETING": "from-the-admin"})
+
+    sign_in(tab, workspace.contributor.email)
+    tab.get_by_role("link", name="Playground", exact=True).click()
+    form = tab.locator("#open-session")
+    form.get_by_label("Sandbox config").select_option(label="Local Docker · Docker")
+    form.get_by_label("Title").fill("Skill run")
+    form.get_by_role("button", name="Open session").click()
+    tab.wait_for_url(re.compile(r"/playground/[0-9a-f-]{36}$"))
+    pane = tab.locator("#session-pane")
+    pane.get_by_label("Skill").select_option("greeter")
+    pane.get_by_label("Command").fill("python3 hi.py")
+    pane.get_by_role("button", name="Run").click()
+    entry = tab.locator("#transcript .run").first
+    entry.wait_for()
+    assert entry.locator(".run-out").inner_text() == "hello from-the-admin"
+    tab.locator(".flash [data-dismiss]").click()
+    tab.locator(".flash").wait_for(state="detached")
+    tab.set_viewport_size({"width": 1440, "height": 900})
+    tab.mouse.move(0, 0)
+    shot(tab, "playground-skill.png")
+    tab.set_viewport_size({"width": 390, "height": 844})
+    assert tab.evaluate("document.documentElement.scrollWidth") <= 390
+    pane.get_by_label("Skill").scroll_into_view_if_needed()
+    shot(tab, "playground-skill-mobile.png")

@@ -12,16 +12,10 @@ from app.services import sandbox_configs as service
 from tests import factories
 from tests.web.test_browser import shot, sign_in
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("private_endpoints")]
 
 
 TAB_TIMEOUT_MS = 10_000  # read by the shared `tab` fixture
-
-
-@pytest.fixture(autouse=True)
-def _operator_allows_private_endpoints(app, monkeypatch):
-    """These configs point at loopback fakes: the operator's setting lets them (issue 9)."""
-    monkeypatch.setitem(app.config, "SANDBOX_ALLOW_PRIVATE_ENDPOINTS", True)
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from tests.fakes import skill_registry
 from tests.fakes.skill_archives import PNG, make_zip, skill_md
 from tests.web.test_browser import SHOTS, shot, sign_in
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("private_endpoints")]
 bundle_dir = skill_registry.bundle_dir  # fixture
 SYSTEM = audit.SystemActor("tests")
 
@@ -57,12 +57,6 @@ Load a CSV or Excel file, profile its columns and chart what matters.
 
 
 TAB_TIMEOUT_MS = 15_000  # read by the shared `tab` fixture
-
-
-@pytest.fixture(autouse=True)
-def _operator_allows_private_endpoints(app, monkeypatch):
-    """These configs point at loopback fakes: the operator's setting lets them (issue 9)."""
-    monkeypatch.setitem(app.config, "SANDBOX_ALLOW_PRIVATE_ENDPOINTS", True)
 
 
 @pytest.fixture

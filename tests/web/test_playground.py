@@ -17,6 +17,9 @@ from app.services import sandbox_configs as service
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, require_docker
 from tests.web._support import htmx_headers, post_form, text
 
+# Configs here point at loopback fakes: the operator allows private endpoints.
+pytestmark = pytest.mark.usefixtures("private_endpoints")
+
 DOCKER_DOC = {"sandbox_type": "docker",
               "docker": {"image": BASE_IMAGE, "network_mode": "none"}}
 PRINT_ONE = "python3 -c 'print(1)'"
@@ -25,12 +28,6 @@ PRINT_ONE = "python3 -c 'print(1)'"
 def make_config(group, name: str = "Local Docker", doc: dict | None = None) -> SandboxConfig:
     return service.create_config(group.tenant, audit.SystemActor("tests"), name, "",
                                  doc or DOCKER_DOC)
-
-
-@pytest.fixture(autouse=True)
-def _operator_allows_private_endpoints(app, monkeypatch):
-    """These configs point at loopback fakes: the operator's setting lets them (issue 9)."""
-    monkeypatch.setitem(app.config, "SANDBOX_ALLOW_PRIVATE_ENDPOINTS", True)
 
 
 def open_session(client, config: SandboxConfig, title: str = "Try it") -> str:

@@ -15,17 +15,14 @@ from app.services import sandbox_configs as service
 from app.services.sandbox_configs import Inventory
 from tests.web._support import post_form, text
 
+# Configs here point at loopback fakes: the operator allows private endpoints.
+pytestmark = pytest.mark.usefixtures("private_endpoints")
+
 UNREACHABLE = "missing"  # an engine of the test settings whose socket does not exist
 IMAGE = "sandlot/sandbox:base"
 CANARY = "canary-e2b-key-7f3a9c"
 ENV_CANARY = "canary-env-value-51d0"
 HEADER_CANARY = "canary-header-value-92be"
-
-
-@pytest.fixture(autouse=True)
-def _operator_allows_private_endpoints(app, monkeypatch):
-    """These configs point at loopback fakes: the operator's setting lets them (issue 9)."""
-    monkeypatch.setitem(app.config, "SANDBOX_ALLOW_PRIVATE_ENDPOINTS", True)
 
 
 def make(group, name: str, doc: dict, description: str = "") -> SandboxConfig:

@@ -28,8 +28,8 @@ SYSTEM = audit.SystemActor("tests")
 
 
 class RecordingDispatcher:
-    """Takes the place of the job dispatcher: the install job kind has no function yet, so
-    nothing may pretend to run it; the rows stay `installing`, which is the truth."""
+    """Takes the place of the job dispatcher: these tests are about the pages' accept path,
+    so the rows stay `installing` (tests/installs/ run the install job for real)."""
 
     def __init__(self):
         self.submitted: list[str] = []
