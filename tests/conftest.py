@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -15,7 +16,6 @@ from flask.testing import FlaskClient
 from sqlalchemy import select, text
 from sqlalchemy.exc import OperationalError
 from werkzeug.serving import make_server
-from werkzeug.wsgi import ClosingIterator
 
 from app import create_app
 from app.extensions import db
@@ -26,7 +26,7 @@ from tests import factories
 
 CSRF_META = re.compile(r'<meta name="csrf-token" content="([^"]+)"')
 # How long cleanup waits for a test's jobs and requests before it names them and fails.
-SETTLE_SECONDS = 120
+SETTLE_SECONDS = float(os.environ.get("SANDLOT_TEST_SETTLE_SECONDS", "120"))
 
 
 def database_url(tmp_path_factory) -> str:
@@ -85,9 +85,10 @@ def app(app_factory):
 
 
 @pytest.fixture(scope="session")
-def cleanup_state() -> dict[str, bool]:
-    """Whether the database may hold a previous test's rows (its cleanup did not finish)."""
-    return {"dirty": False}
+def cleanup_state() -> dict:
+    """Whether the database may hold a previous test's rows (its cleanup did not finish),
+    and the stragglers already reported (named once, by the test that left them)."""
+    return {"dirty": False, "reported": set()}
 
 
 @pytest.fixture(autouse=True)
@@ -95,9 +96,10 @@ def _context(app, built_apps, cleanup_state) -> Iterator[None]:
     """Every test runs in an app context on an empty database, and leaves nothing running.
 
     Cleanup settles the test's background work first (requests still in flight on the live
-    server, jobs on every app's in-process pool), then empties every table. If a test's
-    cleanup fails, the next test repeats it before its own setup, so one failure never
-    turns into a cascade of unrelated errors.
+    server, jobs on every app's in-process pool), then empties every table. Work still
+    running after SETTLE_SECONDS fails that test by name, once; later tests do not wait
+    for it again. If a cleanup fails, the next test repeats it before its own setup, so
+    one failure never turns into a cascade of unrelated errors.
     """
     with app.app_context():
         if cleanup_state["dirty"]:
@@ -110,15 +112,17 @@ def _context(app, built_apps, cleanup_state) -> Iterator[None]:
 def settle_and_wipe(app, built_apps, cleanup_state) -> None:
     cleanup_state["dirty"] = True
     db.session.remove()
-    still_running = settle(built_apps)
-    if still_running:
-        pytest.fail(f"work still running after the test ended: {still_running}; "
-                    f"a test must wait for what it starts", pytrace=False)
+    stragglers = settle(built_apps, ignore=cleanup_state["reported"])
+    cleanup_state["reported"].update(stragglers)
     try:
         end_sessions()
     finally:
         wipe(app)
     cleanup_state["dirty"] = False
+    if stragglers:
+        pytest.fail("work still running after the test ended: "
+                    f"{', '.join(stragglers.values())}; a test must wait for what it starts",
+                    pytrace=False)
 
 
 def end_sessions() -> None:
@@ -143,16 +147,20 @@ def end_sessions() -> None:
         db.session.remove()
 
 
-def settle(built_apps, seconds: float = SETTLE_SECONDS) -> list[str]:
-    """Wait for the live server's in-flight requests and every in-process job; name what
-    is still running after `seconds`."""
-    leftovers = []
-    if _LIVE["server"] is not None and not _LIVE["server"].wait_idle(seconds):
-        leftovers.append(f"{_LIVE['server'].in_flight} live-server request(s)")
+def settle(built_apps, seconds: float = SETTLE_SECONDS,
+           ignore: frozenset | set = frozenset()) -> dict[str, str]:
+    """Wait for the live server's in-flight requests and every in-process job (except those
+    in `ignore`); return what is still running after `seconds`, by key -> description."""
+    leftovers: dict[str, str] = {}
+    live = _LIVE["server"]
+    if live is not None:
+        leftovers.update(live.wait_idle(seconds, ignore))
     for built in built_apps:
         dispatcher = built.extensions["sandlot_dispatcher"]
         if hasattr(dispatcher, "drain"):
-            leftovers += [describe_job(built, job_id) for job_id in dispatcher.drain(seconds)]
+            for job_id in dispatcher.drain(seconds):
+                if job_id not in ignore:
+                    leftovers[job_id] = describe_job(built, job_id)
     return leftovers
 
 
@@ -288,34 +296,51 @@ def key_client(app):
 
 
 class LiveServer:
-    """The app over real HTTP on loopback, counting requests still being served, so a
+    """The app over real HTTP on loopback, keeping the requests still being served, so a
     test's cleanup can wait for the last one (a poll fired as the tab closed) to end."""
 
     def __init__(self, app):
         self.app = app
-        self.in_flight = 0
+        self.in_flight: dict[str, str] = {}
         self._idle = threading.Condition()
         self.server = make_server("127.0.0.1", 0, self, threaded=True)
         self.url = f"http://127.0.0.1:{self.server.server_port}"
 
     def __call__(self, environ, start_response):
+        key = f"request-{uuid.uuid4().hex[:8]}"
         with self._idle:
-            self.in_flight += 1
+            self.in_flight[key] = (f"live-server request {environ['REQUEST_METHOD']} "
+                                   f"{environ.get('PATH_INFO', '')}")
         try:
             body = self.app(environ, start_response)
         except BaseException:
-            self._done()
+            self._done(key)
             raise
-        return ClosingIterator(body, [self._done])
+        return self._served(body, key)
 
-    def _done(self) -> None:
+    def _served(self, body, key: str):
+        """The body, marking the request done once it is sent (or abandoned): werkzeug's
+        own close() comes later, after it drains the socket, which a browser that reuses
+        the connection for the next request can hold open for as long as it lives."""
+        try:
+            yield from body
+        finally:
+            try:
+                if hasattr(body, "close"):
+                    body.close()
+            finally:
+                self._done(key)
+
+    def _done(self, key: str) -> None:
         with self._idle:
-            self.in_flight -= 1
+            self.in_flight.pop(key, None)
             self._idle.notify_all()
 
-    def wait_idle(self, timeout: float) -> bool:
+    def wait_idle(self, timeout: float, ignore=frozenset()) -> dict[str, str]:
+        """The requests (other than `ignore`) still running after waiting up to `timeout`."""
         with self._idle:
-            return self._idle.wait_for(lambda: self.in_flight == 0, timeout)
+            self._idle.wait_for(lambda: not set(self.in_flight) - set(ignore), timeout)
+            return {k: v for k, v in self.in_flight.items() if k not in ignore}
 
 
 _LIVE: dict[str, LiveServer | None] = {"server": None}
