@@ -35,7 +35,7 @@ from typing import Any
 
 import docker
 
-from app.backends import docker_io
+from app.backends import docker_disk, docker_io, docker_reap
 from app.backends.base import (
     LIVE_STATES,
     METADATA_PREFIX,
@@ -57,6 +57,9 @@ from app.backends.sandbox_paths import is_ours as _ours
 SNAPSHOT_REPO = "sandlot/snapshot"
 SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 HOST_GRACE_SEC = 5  # host-side backstop after the in-container `timeout`
+# A running container seen this recently is trusted to run for an exec without another
+# inspect (the session just looked; an exec on a container gone since fails anyway).
+FRESH_SEC = 2.0
 
 STATES = {
     "running": SandboxState.running,
@@ -107,6 +110,7 @@ class DockerBackend(DockerFiles):
         self.idle_ttl_seconds = self.settings.idle_ttl_seconds
         self._client: docker.APIClient | None = None
         self._egress: egress.EgressManager | None = None
+        self._seen: dict[str, tuple[float, dict[str, Any]]] = {}  # id -> (when, inspect)
         if not self.settings.host.startswith("unix://"):
             self.capabilities = dataclasses.replace(self.capabilities, egress_rules=False)
 
@@ -127,22 +131,24 @@ class DockerBackend(DockerFiles):
 
     @property
     def api(self) -> docker.APIClient:
+        """This engine's client, shared by every backend of the process (one version
+        handshake per engine, pooled connections; see docker_io.shared_client)."""
         if self._client is None:
             with self._errors("connect"):
-                self._client = docker_io.make_client(self.settings)
+                self._client = docker_io.shared_client(self.settings)
         return self._client
 
     @property
     def egress(self) -> egress.EgressManager:
         if self._egress is None:
-            self._egress = egress.EgressManager(self.api, self.settings.host)
+            self._egress = egress.shared_manager(self.api, self.settings.host)
         return self._egress
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-            self._egress = None
+        """Forget the client; the shared one stays open for the next backend."""
+        self._client = None
+        self._egress = None
+        self._seen.clear()
 
     def _inspect(self, sandbox_id: str) -> dict[str, Any]:
         """The container, if it exists and is ours."""
@@ -156,6 +162,7 @@ class DockerBackend(DockerFiles):
             raise missing from None
         if not _ours(data["Config"].get("Labels")):
             raise missing
+        self._seen[data["Id"]] = self._seen[sandbox_id] = (time.monotonic(), data)
         return data
 
     @staticmethod
@@ -173,13 +180,22 @@ class DockerBackend(DockerFiles):
         return self._info(row.get("State", ""), row, row.get("Labels"), row.get("Image", ""))
 
     def _running(self, sandbox_id: str) -> str:
+        return self._running_data(sandbox_id)["Id"]
+
+    def _running_data(self, sandbox_id: str) -> dict[str, Any]:
+        """The inspected container, which must be running; a look taken moments ago by
+        this backend (the session's `get`) is reused rather than asked again."""
+        when, data = self._seen.get(sandbox_id, (0.0, {}))
+        if data and data["State"]["Status"] == "running" and \
+                time.monotonic() - when < FRESH_SEC:
+            return data
         data = self._inspect(sandbox_id)
         status = data["State"]["Status"]
         if status == "paused":
             raise BackendError("sandbox is paused; resume it with connect()")
         if status != "running":
             raise BackendError(f"sandbox is not running ({status})")
-        return data["Id"]
+        return data
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -226,7 +242,8 @@ class DockerBackend(DockerFiles):
         with self._errors("create sandbox network"):
             return self.egress.attach(policy, spec.metadata)
 
-    def _host_config(self, spec: SandboxSpec, network: egress.Attachment) -> dict[str, Any]:
+    def _host_config(self, spec: SandboxSpec, network: egress.Attachment,
+                     disk: docker_disk.Disk | None) -> dict[str, Any]:
         cpu = spec.cpu_limit or self.settings.cpu_limit
         memory = spec.memory_limit_mb or self.settings.memory_limit_mb
         memory_bytes = memory * (1 << 20) if memory else None
@@ -236,7 +253,15 @@ class DockerBackend(DockerFiles):
             nano_cpus=int(cpu * 1e9) if cpu else None,
             mem_limit=memory_bytes, memswap_limit=memory_bytes,
             pids_limit=spec.pids_limit or self.settings.pids_limit,
+            read_only=disk is not None, mounts=list(disk.mounts) if disk else None,
             runtime=spec.runtime or self.settings.runtime or None)
+
+    def _disk_for(self, spec: SandboxSpec) -> docker_disk.Disk | None:
+        """The sandbox's own bounded filesystem (None: writable root, no disk limit)."""
+        size = spec.disk_limit_mb or self.settings.disk_limit_mb
+        if spec.writable_root or not size:
+            return None
+        return docker_disk.create(size, self.settings.host)
 
     def create(self, spec: SandboxSpec) -> SandboxInfo:
         """Create and start a labelled container from spec.template (or the config image)."""
@@ -250,12 +275,17 @@ class DockerBackend(DockerFiles):
         labels = _labels(spec.metadata, self._require_image(image))
         secrets = tuple(spec.env.values())
         network = self._network_for(spec)
+        disk = None
         try:
+            disk = self._disk_for(spec)
             with self._errors("create sandbox", secrets):
                 container = self.api.create_container(
-                    image, command=["sleep", "infinity"], labels=labels,
-                    environment=dict(spec.env), host_config=self._host_config(spec, network))
+                    image, command=["sleep", "infinity"],
+                    labels={**labels, **(disk.labels if disk else {})},
+                    environment=dict(spec.env),
+                    host_config=self._host_config(spec, network, disk))
         except BaseException:
+            docker_disk.release(disk.disk_id if disk else None)
             try:
                 self._release_network(network.egress_id)
             except BackendError:
@@ -327,6 +357,9 @@ class DockerBackend(DockerFiles):
         except BackendError as exc:
             if "already in progress" not in exc.reason:
                 raise
+        self._seen.pop(sandbox_id, None)
+        self._seen.pop(data["Id"], None)
+        docker_disk.release(docker_disk.disk_of(data))
         self._release_network(egress.egress_id_of(data))
 
     # -- exec -----------------------------------------------------------------------------
@@ -344,7 +377,22 @@ class DockerBackend(DockerFiles):
             out, err, truncated, hit = docker_io.read_exec(response, started + deadline_sec,
                                                            limit)
             code = docker_io.wait_exit_code(self.api, exec_id, 0.2 if hit else 2.0)
-        return docker_io.RawRun(out, err, code, time.monotonic() - started, truncated, hit)
+        return docker_io.RawRun(out, err, code, time.monotonic() - started, truncated, hit,
+                                exec_id)
+
+    def _reap(self, data: dict[str, Any], since_ticks: int, exec_id: str) -> None:
+        """After a timeout: kill what the exec left outside its process group, sparing
+        the container's init and every other exec still running (docker_reap)."""
+        if not docker_reap.available(self.settings.host):
+            return
+        with self._errors("inspect"):
+            others = set()
+            for other in self.api.inspect_container(data["Id"]).get("ExecIDs") or ():
+                if other != exec_id:
+                    info = self.api.exec_inspect(other)
+                    if info.get("Running") and info.get("Pid"):
+                        others.add(int(info["Pid"]))
+        docker_reap.reap(int(data["State"].get("Pid") or 0), since_ticks, others)
 
     def exec(self, sandbox_id: str, command: str, *, user: str | None = None,
              cwd: str | None = None, env: dict[str, str] | None = None,
@@ -357,11 +405,14 @@ class DockerBackend(DockerFiles):
         none yet.
         """
         timeout_sec = timeout_sec if timeout_sec > 0 else 60
-        container_id = self._running(sandbox_id)
+        data = self._running_data(sandbox_id)
         argv = ["timeout", "-s", "KILL", str(timeout_sec), "sh", "-c", command]
-        run = self._run(container_id, argv, user=user_name(user), cwd=cwd, env=env,
+        since = docker_reap.now_ticks()
+        run = self._run(data["Id"], argv, user=user_name(user), cwd=cwd, env=env,
                         deadline_sec=timeout_sec + HOST_GRACE_SEC, limit=output_limit)
         killed = run.exit_code in (124, 137) and run.elapsed >= timeout_sec
+        if killed or run.deadline_hit:
+            self._reap(data, since, run.exec_id)
         exit_code = run.exit_code if run.exit_code is not None else 124
         return ExecResult(stdout=run.stdout.decode("utf-8", "replace"),
                           stderr=run.stderr.decode("utf-8", "replace"),

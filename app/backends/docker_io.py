@@ -10,6 +10,7 @@ import os
 import ssl
 import struct
 import tarfile
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,7 @@ class DockerSettings:
     cpu_limit: float | None = None
     memory_limit_mb: int | None = None
     pids_limit: int | None = None
+    disk_limit_mb: int | None = None
     network_mode: str = "bridge"
     runtime: str = ""
     idle_ttl_seconds: int | None = None
@@ -68,6 +70,7 @@ class DockerSettings:
                 cpu_limit=_positive(raw.get("cpu_limit"), float),
                 memory_limit_mb=_positive(raw.get("memory_limit_mb"), int),
                 pids_limit=_positive(raw.get("pids_limit"), int),
+                disk_limit_mb=_positive(raw.get("disk_limit_mb"), int),
                 network_mode=network_mode,
                 runtime=str(raw.get("runtime") or ""),
                 idle_ttl_seconds=_positive(raw.get("idle_ttl_seconds"), int),
@@ -92,6 +95,25 @@ def make_client(settings: DockerSettings) -> docker.APIClient:
                                    ca_cert=paths["ca"], verify=True)
     return docker.APIClient(base_url=settings.host, version="auto", tls=tls,
                             timeout=settings.http_timeout_sec)
+
+
+_clients: dict[tuple[str, str, int], docker.APIClient] = {}
+_clients_lock = threading.Lock()
+
+
+def shared_client(settings: DockerSettings) -> docker.APIClient:
+    """One client per engine (host, TLS files, timeout) per process, made on first use.
+
+    A client asks the engine its API version when made (a round trip per request when
+    each request made its own); requests' session is safe to share between threads,
+    and its pool keeps connections to the engine open.
+    """
+    key = (settings.host, settings.tls_cert_path, settings.http_timeout_sec)
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            client = _clients[key] = make_client(settings)
+        return client
 
 
 def _causes(exc: BaseException):
@@ -153,6 +175,7 @@ class RawRun:
     elapsed: float
     truncated: bool
     deadline_hit: bool
+    exec_id: str = ""
 
 
 class _Capped:

@@ -27,6 +27,7 @@ import secrets
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -375,6 +376,22 @@ class EgressManager:
             return True
         except docker.errors.NotFound:
             return False
+
+
+_managers: dict[tuple[int, str, Path], EgressManager] = {}
+_managers_lock = threading.Lock()
+
+
+def shared_manager(api: docker.APIClient, engine_host: str) -> EgressManager:
+    """One manager per (shared) client and state directory: its host check (an engine
+    round trip) is done once per process, not once per request."""
+    settings = EgressSettings.from_env()
+    key = (id(api), engine_host, settings.state_dir)
+    with _managers_lock:
+        manager = _managers.get(key)
+        if manager is None or manager.api is not api or manager.settings != settings:
+            manager = _managers[key] = EgressManager(api, engine_host, settings)
+        return manager
 
 
 def resolver_running(state_dir: Path) -> bool:

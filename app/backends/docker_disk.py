@@ -1,0 +1,151 @@
+"""Per-sandbox disk quota for Docker sandboxes (decisions 12).
+
+The engine here stores containers on overlay2 over ext4, where `--storage-opt size=`
+is refused (it needs xfs with project quotas), so a container's own writable layer
+cannot be bounded. Instead a sandbox's root filesystem is read-only and everything it
+may write lives on one filesystem of its own, mounted at /workspace, /tmp and the
+sandbox user's home:
+
+- on a local engine, with this process root: a sparse ext4 image of the limit's size,
+  loop-mounted under SANDBOX_DISK_DIR (instance/disks). Writing past it fails with
+  ENOSPC inside the sandbox; the host's disk only ever holds what the sandbox wrote,
+  up to the limit. Released (unmounted, deleted) with the sandbox.
+- otherwise (a remote engine, or not root): size-limited tmpfs volumes made by the
+  engine. They hold just as well but live in the engine host's memory, and count
+  against the sandbox's memory limit.
+
+Each mount is an anonymous volume of the local driver (bind or tmpfs), so the engine
+copies the image's content of the path in on first start (the home skeleton,
+/workspace/input and output) and removes the volume with the container.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+
+from app.backends.base import BackendError
+
+log = logging.getLogger("sandlot.docker.disk")
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+LABEL = "sandlot.disk"  # on the container: the id of its loop disk
+SANDBOX_UID = 1000
+# Where a sandbox may write, and the mode of each directory's root.
+PLACES = {"/workspace": ("workspace", 0o755), "/tmp": ("tmp", 0o1777),
+          "/home/sandbox": ("home", 0o755)}
+TOOLS = ("mkfs.ext4", "mount", "umount")
+
+
+def disk_dir() -> Path:
+    path = Path(os.environ.get("SANDBOX_DISK_DIR") or ROOT / "instance" / "disks")
+    return path if path.is_absolute() else ROOT / path
+
+
+def loop_available(engine_host: str) -> bool:
+    """Can this process make loop disks the engine can see (same host, root, tools)?"""
+    return (engine_host.startswith("unix://") and hasattr(os, "geteuid")
+            and os.geteuid() == 0 and all(shutil.which(tool) for tool in TOOLS))
+
+
+@dataclass(frozen=True)
+class Disk:
+    """What a new container needs for its disk: mounts, and a label when it is a loop."""
+
+    mounts: tuple[docker.types.Mount, ...]
+    disk_id: str | None = None
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {LABEL: self.disk_id} if self.disk_id else {}
+
+
+def _run(*argv: str) -> None:
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    if result.returncode:
+        raise BackendError(f"sandbox disk setup failed ({argv[0]}): "
+                           f"{(result.stderr or result.stdout).strip()[:200]}")
+
+
+def create(size_mb: int, engine_host: str) -> Disk:
+    """A disk of `size_mb` for one new sandbox (loop-backed when possible)."""
+    if not loop_available(engine_host):
+        return Disk(tuple(_tmpfs_mount(target, size_mb, mode)
+                          for target, (_, mode) in PLACES.items()))
+    disk_id = secrets.token_hex(8)
+    image, mount_dir = _paths(disk_id)
+    image.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        with open(image, "wb") as handle:  # sparse: costs only what gets written
+            handle.truncate(size_mb << 20)
+        os.chmod(image, 0o600)
+        # No reserved blocks (the sandbox is the only user); lazy init keeps this ~50 ms.
+        _run("mkfs.ext4", "-q", "-F", "-m", "0", "-E",
+             "lazy_itable_init=1,lazy_journal_init=1", str(image))
+        mount_dir.mkdir(mode=0o700)
+        _run("mount", "-o", "loop,nosuid,nodev,noatime", str(image), str(mount_dir))
+        for name, mode in PLACES.values():
+            path = mount_dir / name
+            path.mkdir()
+            os.chown(path, SANDBOX_UID, SANDBOX_UID)
+            path.chmod(mode)
+        (mount_dir / "lost+found").rmdir()
+    except BaseException:
+        release(disk_id)
+        raise
+    return Disk(tuple(_bind_mount(target, mount_dir / name)
+                      for target, (name, _) in PLACES.items()), disk_id)
+
+
+def _bind_mount(target: str, source: Path) -> docker.types.Mount:
+    driver = docker.types.DriverConfig("local", {"type": "none", "o": "bind",
+                                                 "device": str(source)})
+    return docker.types.Mount(target, None, type="volume", driver_config=driver)
+
+
+def _tmpfs_mount(target: str, size_mb: int, mode: int) -> docker.types.Mount:
+    options = f"size={size_mb}m,mode={mode:o},uid={SANDBOX_UID},gid={SANDBOX_UID},nosuid,nodev"
+    driver = docker.types.DriverConfig("local", {"type": "tmpfs", "device": "tmpfs",
+                                                 "o": options})
+    return docker.types.Mount(target, None, type="volume", driver_config=driver)
+
+
+def _paths(disk_id: str) -> tuple[Path, Path]:
+    base = disk_dir()
+    return base / f"{disk_id}.img", base / disk_id
+
+
+def release(disk_id: str | None) -> None:
+    """Unmount and delete a loop disk (after its container is gone); gone is success."""
+    if not disk_id or not all(c in "0123456789abcdef" for c in disk_id):
+        return
+    image, mount_dir = _paths(disk_id)
+    if os.path.ismount(mount_dir):
+        deadline = time.monotonic() + 10
+        while subprocess.run(["umount", str(mount_dir)], capture_output=True,
+                             check=False).returncode:
+            if time.monotonic() > deadline:  # still busy: detach now, freed when idle
+                subprocess.run(["umount", "-l", str(mount_dir)], capture_output=True,
+                               check=False)
+                break
+            time.sleep(0.1)
+    try:
+        mount_dir.rmdir()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.warning("sandbox disk %s: %s", disk_id, exc)
+    image.unlink(missing_ok=True)
+
+
+def disk_of(container: dict) -> str | None:
+    """The loop disk id of an inspected container, if it has one."""
+    return ((container.get("Config") or {}).get("Labels") or {}).get(LABEL) or None
