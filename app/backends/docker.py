@@ -26,7 +26,6 @@ job that pauses idle sandboxes.
 from __future__ import annotations
 
 import dataclasses
-import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,16 +45,14 @@ from app.backends.base import (
     SandboxNotFound,
     SandboxSpec,
     SandboxState,
-    TemplateInfo,
     Unsupported,
 )
 from app.backends.docker_files import DockerFiles, user_name
+from app.backends.docker_images import DockerImages
 from app.backends.docker_io import DockerSettings
 from app.backends.egress import manager as egress
 from app.backends.sandbox_paths import is_ours as _ours
 
-SNAPSHOT_REPO = "sandlot/snapshot"
-SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 HOST_GRACE_SEC = 5  # host-side backstop after the in-container `timeout`
 # A running container seen this recently is trusted to run for an exec without another
 # inspect (the session just looked; an exec on a container gone since fails anyway).
@@ -95,7 +92,7 @@ def _labels(metadata: dict[str, str], image: dict[str, Any]) -> dict[str, str]:
     return {**masked, **metadata}
 
 
-class DockerBackend(DockerFiles):
+class DockerBackend(DockerFiles, DockerImages):
     """The sandbox protocol on a Docker engine (local unix socket or tcp+TLS)."""
 
     provider = "docker"
@@ -418,38 +415,3 @@ class DockerBackend(DockerFiles):
                           stderr=run.stderr.decode("utf-8", "replace"),
                           exit_code=exit_code, duration_ms=int(run.elapsed * 1000),
                           timed_out=killed or run.deadline_hit, truncated=run.truncated)
-
-    # -- snapshots and templates ----------------------------------------------------------
-
-    def create_snapshot(self, sandbox_id: str, name: str) -> str:
-        """`docker commit` to sandlot/snapshot:<name>; returns that image reference."""
-        if not SNAPSHOT_NAME.match(name):
-            raise BackendError("snapshot name must be 1-128 of [A-Za-z0-9_.-], "
-                               "not starting with . or -")
-        container_id = self._inspect(sandbox_id)["Id"]
-        with self._errors("create snapshot"):
-            self.api.commit(container_id, repository=SNAPSHOT_REPO, tag=name, pause=True)
-        return f"{SNAPSHOT_REPO}:{name}"
-
-    def delete_snapshot(self, snapshot_id: str) -> None:
-        """Remove a snapshot image; not found is success, in use is an error."""
-        if not snapshot_id.startswith(f"{SNAPSHOT_REPO}:"):
-            raise BackendError(f"{snapshot_id} is not a sandlot snapshot")
-        try:
-            with self._errors("delete snapshot"):
-                try:
-                    self.api.remove_image(snapshot_id)
-                except docker.errors.NotFound:
-                    return
-        except BackendError as exc:
-            if "conflict" in exc.reason.lower() or "being used" in exc.reason:
-                raise BackendError(f"snapshot {snapshot_id} is in use by a sandbox") from None
-            raise
-
-    def list_templates(self) -> list[TemplateInfo]:
-        """Tagged local images (no registry is consulted)."""
-        with self._errors("list images"):
-            images = self.api.images()
-        tags = {tag for image in images for tag in image.get("RepoTags") or ()
-                if "<none>" not in tag}
-        return [TemplateInfo(id=tag, name=tag) for tag in sorted(tags)]
