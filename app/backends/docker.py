@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -90,6 +91,18 @@ def _labels(metadata: dict[str, str], image: dict[str, Any]) -> dict[str, str]:
     inherited = (image.get("Config") or {}).get("Labels") or {}
     masked = {key: "" for key in inherited if key.startswith(METADATA_PREFIX)}
     return {**masked, **metadata}
+
+
+_DISK_POOL = ThreadPoolExecutor(4, thread_name_prefix="sandbox-disk")
+
+
+def _discard_disk(job: Future) -> None:
+    """Release the disk a create made before failing elsewhere."""
+    try:
+        disk = job.result()
+    except BaseException:  # noqa: BLE001 - its own failure is not the one to report
+        return
+    docker_disk.release(disk.disk_id if disk else None)
 
 
 class DockerBackend(DockerFiles, DockerImages):
@@ -271,10 +284,17 @@ class DockerBackend(DockerFiles, DockerImages):
             raise BackendError("docker backend requires image")
         labels = _labels(spec.metadata, self._require_image(image))
         secrets = tuple(spec.env.values())
-        network = self._network_for(spec)
+        # The disk (mkfs, mount) is made while the network and its rules are: neither
+        # needs the other, and both are most of a policed cold start.
+        disk_job = _DISK_POOL.submit(self._disk_for, spec)
+        try:
+            network = self._network_for(spec)
+        except BaseException:
+            _discard_disk(disk_job)
+            raise
         disk = None
         try:
-            disk = self._disk_for(spec)
+            disk = disk_job.result()
             with self._errors("create sandbox", secrets):
                 container = self.api.create_container(
                     image, command=["sleep", "infinity"],
