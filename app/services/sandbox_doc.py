@@ -209,10 +209,11 @@ def _check_docker(block: DockerBlock, problems: Problems) -> None:
 
 
 # field: (label, unit, default, maximum); the settings are in app/config.py.
-LIMIT_SETTINGS = {"pids_limit": ("Process limit", " processes", "PIDS_LIMIT"),
-                  "memory_limit_mb": ("Memory limit", " MiB", "MEMORY_MB"),
-                  "cpu_limit": ("CPU limit", " CPUs", "CPU_LIMIT"),
-                  "disk_limit_mb": ("Disk limit", " MiB", "DISK_MB")}
+# The labels are the editor's (templates/sandboxes/_editor_backend.html).
+LIMIT_SETTINGS = {"pids_limit": ("Processes", "", "PIDS_LIMIT"),
+                  "memory_limit_mb": ("Memory (MB)", " MB", "MEMORY_MB"),
+                  "cpu_limit": ("CPUs", "", "CPU_LIMIT"),
+                  "disk_limit_mb": ("Disk (MB)", " MB", "DISK_MB")}
 
 
 def _limits() -> dict[str, tuple[str, str, float, float]]:

@@ -65,8 +65,8 @@ def test_a_config_may_lower_the_defaults(docker_harness: Harness):
 
 
 @pytest.mark.parametrize(("field", "label"), [
-    ("pids_limit", "Process limit"), ("memory_limit_mb", "Memory limit"),
-    ("cpu_limit", "CPU limit"), ("disk_limit_mb", "Disk limit")])
+    ("pids_limit", "Processes"), ("memory_limit_mb", "Memory (MB)"),
+    ("cpu_limit", "CPUs"), ("disk_limit_mb", "Disk (MB)")])
 def test_a_limit_above_the_deployment_maximum_is_a_field_error(field: str, label: str):
     setting = {"pids_limit": "PIDS_LIMIT", "memory_limit_mb": "MEMORY_MB",
                "cpu_limit": "CPU_LIMIT", "disk_limit_mb": "DISK_MB"}[field]
@@ -78,6 +78,19 @@ def test_a_limit_above_the_deployment_maximum_is_a_field_error(field: str, label
     assert error["field"] == f"docker.{field}"
     assert error["message"].startswith(label)
     assert "docker." not in error["message"] and "_" not in error["message"]
+    assert "maximum" in error["message"]
+
+
+def test_a_stored_limit_above_a_lowered_maximum_is_capped(app):
+    doc = _doc(pids_limit=900, memory_limit_mb=4096)
+    app.config.update(SANDBOX_MAX_PIDS_LIMIT=300, SANDBOX_MAX_MEMORY_MB=2048)
+    try:
+        spec = sandbox_doc.spec_for(doc, {"sandlot_x": "1"})
+    finally:
+        app.config.update(SANDBOX_MAX_PIDS_LIMIT=4096, SANDBOX_MAX_MEMORY_MB=8192)
+
+    assert (spec.pids_limit, spec.memory_limit_mb) == (300, 2048)
+    assert spec.disk_limit_mb == app.config["SANDBOX_DEFAULT_DISK_MB"]
 
 
 # -- attacks -----------------------------------------------------------------------------
