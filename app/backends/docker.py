@@ -26,6 +26,7 @@ job that pauses idle sandboxes.
 from __future__ import annotations
 
 import dataclasses
+import secrets
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -383,7 +384,7 @@ class DockerBackend(DockerFiles, DockerImages):
 
     def _run(self, container_id: str, argv: list[str], *, user: str, cwd: str | None,
              env: dict[str, str] | None, deadline_sec: float,
-             limit: int) -> docker_io.RawRun:
+             limit: int, marker: str = "") -> docker_io.RawRun:
         secrets = tuple((env or {}).values())
         started = time.monotonic()
         with self._errors("exec", secrets):
@@ -391,9 +392,14 @@ class DockerBackend(DockerFiles, DockerImages):
                 container_id, argv, stdout=True, stderr=True, user=user, workdir=cwd,
                 environment=dict(env or {}))["Id"]
             response = docker_io.start_exec(self.api, exec_id)
-            out, err, truncated, hit = docker_io.read_exec(response, started + deadline_sec,
-                                                           limit)
-            code = docker_io.wait_exit_code(self.api, exec_id, 0.2 if hit else 2.0)
+            extra = len(marker) + 8 if marker else 0  # stderr's room for the exit line
+            out, raw_err, truncated, hit = docker_io.read_exec(
+                response, started + deadline_sec, limit, extra)
+            err, code, overflow = docker_io.take_exit_marker(raw_err, marker, limit)
+            # stderr below its cap: any truncation was stdout's
+            truncated = overflow or (truncated and len(raw_err) < limit + extra)
+            if code is None:  # no marker: killed outright, or its stderr overflowed
+                code = docker_io.wait_exit_code(self.api, exec_id, 0.2 if hit else 2.0)
         return docker_io.RawRun(out, err, code, time.monotonic() - started, truncated, hit,
                                 exec_id)
 
@@ -423,10 +429,15 @@ class DockerBackend(DockerFiles, DockerImages):
         """
         timeout_sec = timeout_sec if timeout_sec > 0 else 60
         data = self._running_data(sandbox_id)
-        argv = ["timeout", "-s", "KILL", str(timeout_sec), "sh", "-c", command]
+        # The exit code comes back as the last line of stderr, behind a marker the
+        # command cannot guess: one engine round trip (exec inspect) less per exec.
+        marker = f"\n.sandlot-exit-{secrets.token_hex(8)}:"
+        argv = ["sh", "-c", 'timeout -s KILL "$1" sh -c "$2"; c=$?; printf "%s%d" "$3" $c >&2; '
+                'exit $c', "sh", str(timeout_sec), command, marker]
         since = docker_reap.now_ticks()
         run = self._run(data["Id"], argv, user=user_name(user), cwd=cwd, env=env,
-                        deadline_sec=timeout_sec + HOST_GRACE_SEC, limit=output_limit)
+                        deadline_sec=timeout_sec + HOST_GRACE_SEC, limit=output_limit,
+                        marker=marker)
         killed = run.exit_code in (124, 137) and run.elapsed >= timeout_sec
         if killed or run.deadline_hit:
             self._reap(data, since, run.exec_id)

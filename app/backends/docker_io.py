@@ -212,7 +212,8 @@ def start_exec(api: docker.APIClient, exec_id: str) -> Any:
     return response
 
 
-def read_exec(response: Any, deadline: float, limit: int) -> tuple[bytes, bytes, bool, bool]:
+def read_exec(response: Any, deadline: float, limit: int,
+              err_extra: int = 0) -> tuple[bytes, bytes, bool, bool]:
     """Demultiplex stdout/stderr until EOF or the monotonic `deadline`.
 
     Reads through the HTTP response's buffered reader (bytes that arrived with the
@@ -221,7 +222,7 @@ def read_exec(response: Any, deadline: float, limit: int) -> tuple[bytes, bytes,
     """
     reader = response.raw._fp.fp
     sock = reader.raw._sock
-    streams = {1: _Capped(limit), 2: _Capped(limit)}
+    streams = {1: _Capped(limit), 2: _Capped(limit + err_extra)}
     pending = bytearray()
     deadline_hit = False
     try:
@@ -254,6 +255,18 @@ def _take_frames(pending: bytearray, streams: dict[int, _Capped]) -> bytearray:
         if kind in streams:
             streams[kind].add(payload)
     return pending
+
+
+def take_exit_marker(err: bytes, marker: str, limit: int) -> tuple[bytes, int | None, bool]:
+    """Split the exit code the exec's wrapper printed after `marker` off the end of
+    stderr: (stderr as the command wrote it, capped at `limit`; the code or None; whether
+    the command's own stderr went past `limit`)."""
+    if not marker:
+        return err, None, False
+    head, found, code = err.rpartition(marker.encode())
+    if not found or not code.isdigit():
+        return err[:limit], None, len(err) > limit
+    return head[:limit], int(code), len(head) > limit
 
 
 def wait_exit_code(api: docker.APIClient, exec_id: str, wait: float = 2.0) -> int | None:

@@ -42,19 +42,39 @@ def _stat(pid: int) -> tuple[int, int] | None:
     return int(fields[1]), int(fields[19])
 
 
-def _cgroup_procs(init_pid: int) -> Path | None:
-    """The cgroup.procs file of the container whose init is `init_pid` (v1 or v2)."""
+def _cgroup(pid: int) -> tuple[str, Path] | None:
+    """A process's pids cgroup line and that cgroup's cgroup.procs (v1 or v2)."""
     try:
-        lines = Path(f"/proc/{init_pid}/cgroup").read_text().splitlines()
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
     except OSError:
         return None
     for line in lines:
         _, controllers, path = line.split(":", 2)
         if controllers == "pids":
-            return Path(f"/sys/fs/cgroup/pids{path}/cgroup.procs")
+            return line, Path(f"/sys/fs/cgroup/pids{path}/cgroup.procs")
         if controllers == "" and line.startswith("0::"):
-            return Path(f"/sys/fs/cgroup{path}/cgroup.procs")
+            return line, Path(f"/sys/fs/cgroup{path}/cgroup.procs")
     return None
+
+
+def _kill(pid: int, cgroup_line: str) -> bool:
+    """SIGKILL `pid` only if it is still in the container's cgroup: the pid is pinned
+    (pidfd) before the check, so a pid freed and reused by a host process in between
+    is never signalled."""
+    try:
+        handle = os.pidfd_open(pid)
+    except OSError:
+        return False
+    try:
+        found = _cgroup(pid)
+        if found is None or found[0] != cgroup_line:
+            return False
+        signal.pidfd_send_signal(handle, signal.SIGKILL)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(handle)
 
 
 def _under(pid: int, parents: dict[int, int], roots: set[int]) -> bool:
@@ -70,9 +90,10 @@ def _under(pid: int, parents: dict[int, int], roots: set[int]) -> bool:
 def reap(init_pid: int, since_ticks: int, protected_roots: set[int]) -> int:
     """SIGKILL every process of the container started at or after `since_ticks` that
     is not its init nor under one of `protected_roots` (other live execs); the count."""
-    procs = _cgroup_procs(init_pid)
-    if procs is None or init_pid <= 1:
-        return 0
+    found = _cgroup(init_pid) if init_pid > 1 else None
+    if found is None or found[0].endswith(":/"):
+        return 0  # not in a container's own cgroup: never sweep the host's
+    cgroup_line, procs = found
     killed = 0
     for _ in range(ROUNDS):
         try:
@@ -86,11 +107,6 @@ def reap(init_pid: int, since_ticks: int, protected_roots: set[int]) -> int:
                    and not _under(pid, parents, protected_roots)]
         if not targets:
             return killed
-        for pid in targets:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-            except ProcessLookupError:
-                pass
+        killed += sum(_kill(pid, cgroup_line) for pid in targets)
         time.sleep(0.02)
     return killed
