@@ -290,15 +290,30 @@ def report(results: dict[str, list[float]]) -> str:
     return "\n".join(lines)
 
 
+READING = """Reading: a warm exec is one authenticated request, the session's and config's
+rows, one `docker inspect` (the session's check that its sandbox runs, which the exec
+reuses), exec create, exec start and the command; the exit code comes back on the exec's
+own stream, so no exec inspect follows. The raw baseline is the same argv through the
+SDK (create, start, then the exec inspect `exec_run` does for the exit code). Before issue
+11 a warm exec built a Docker client per request (a `GET /version`) and inspected the
+container twice. A policed cold start is `POST /sessions` plus the first exec: the
+sandbox's own network, its nft rules, the DNS resolver told directly (SIGUSR1) and probed
+until it answers, its loop-mounted disk (made while the network is), then create, start
+and the command; the raw side creates a bridge network and a container on it, starts it
+and runs the command. Throughput: 8 clients, each on its own session, for 20 commands
+each, against 8 raw SDK clients on the same 8 containers, 3 alternating rounds. A fresh
+container pays create, start and removal on every command, which is what a session's
+persistent sandbox avoids.""".replace("\n", " ")
+
+
 def write_docs(table: str) -> None:
     body = (f"{SECTION}\n\nMeasured {datetime.now(UTC):%Y-%m-%d} on {os.cpu_count()} cores, "
-            f"Python {platform.python_version()}, load average before the run "
-            f"{LOAD_BEFORE:.1f}; command `{COMMAND}` in `{IMAGE}`; gunicorn 1x8 on "
-            f"SQLite; medians of interleaved runs.\n\n{table}\n\nReading: a warm exec is one "
-            "authenticated request, two small reads of the session and config, a `docker "
-            "inspect` to confirm the container is running, and the exec itself; the raw "
-            "baseline is only the exec. A fresh container pays create, start and removal on "
-            "every command, which is what a session's persistent sandbox avoids.\n")
+            f"Python {platform.python_version()}; command `{COMMAND}` in `{IMAGE}`; gunicorn "
+            f"1x8 on SQLite; medians of interleaved runs. **The machine was shared with other "
+            f"sessions' test runs** (load average {LOAD_BEFORE:.1f} before the run, "
+            f"{os.getloadavg()[0]:.1f} after, on 2 cores): absolute times are inflated and "
+            "noisy, so read the ratios, whose two sides ran interleaved in the same "
+            f"minutes.\n\n{table}\n\n{READING}\n")
     text = DOCS.read_text() if DOCS.exists() else "# Benchmarks\n"
     if SECTION in text:
         start = text.index(SECTION)

@@ -272,6 +272,7 @@ class DockerBackend(DockerFiles, DockerImages):
         size = spec.disk_limit_mb or self.settings.disk_limit_mb
         if spec.writable_root or not size:
             return None
+        docker_disk.sweep_once(self.api, self.settings.host)
         return docker_disk.create(size, self.settings.host)
 
     def create(self, spec: SandboxSpec) -> SandboxInfo:

@@ -146,6 +146,42 @@ def release(disk_id: str | None) -> None:
     image.unlink(missing_ok=True)
 
 
+ORPHAN_GRACE_SEC = 600  # younger disks may belong to a create in progress
+_swept: set[str] = set()  # engines whose leftovers this process has looked for
+
+
+def sweep_once(api: docker.APIClient, engine_host: str) -> None:
+    """Once per process and engine: release disks left by a crash (no container)."""
+    if engine_host in _swept or not loop_available(engine_host):
+        return
+    _swept.add(engine_host)
+    try:
+        removed = sweep_orphans(api)
+    except (OSError, docker.errors.DockerException) as exc:
+        log.warning("sandbox disk sweep failed: %s", exc)
+        return
+    if removed:
+        log.info("released sandbox disks of gone containers: %s", ", ".join(removed))
+
+
+def sweep_orphans(api: docker.APIClient, grace_sec: float = ORPHAN_GRACE_SEC) -> list[str]:
+    """Release loop disks older than `grace_sec` that no container carries; their ids."""
+    removed = []
+    now = time.time()
+    for image in sorted(disk_dir().glob("*.img")):
+        disk_id = image.stem
+        try:
+            age = now - image.stat().st_mtime
+        except FileNotFoundError:
+            continue
+        if age < grace_sec or api.containers(all=True,
+                                             filters={"label": f"{LABEL}={disk_id}"}):
+            continue
+        release(disk_id)
+        removed.append(disk_id)
+    return removed
+
+
 def disk_of(container: dict) -> str | None:
     """The loop disk id of an inspected container, if it has one."""
     return ((container.get("Config") or {}).get("Labels") or {}).get(LABEL) or None

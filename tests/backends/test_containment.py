@@ -197,3 +197,22 @@ def test_exit_code_and_stderr_come_back_exactly(docker_harness: Harness):
     assert (plain.stdout, plain.stderr, plain.exit_code, plain.truncated) == (
         "out", "err", 3, False)
     assert (flooded.stderr, flooded.exit_code, flooded.truncated) == ("e" * 1000, 4, True)
+
+
+def test_a_disk_left_by_a_crash_is_released(docker_harness: Harness):
+    from app.backends import docker_disk
+
+    if not docker_disk.loop_available(docker_harness.backend.settings.host):
+        pytest.skip("loop disks need root next to the engine")
+    kept = _create(docker_harness, disk_limit_mb=32)
+    kept_disk = docker_disk.disk_of(docker_harness.backend.api.inspect_container(kept.id))
+    orphan = docker_disk.create(32, docker_harness.backend.settings.host)  # no container
+    image, mount_dir = docker_disk._paths(orphan.disk_id)
+    assert os.path.ismount(mount_dir)
+
+    removed = docker_disk.sweep_orphans(docker_harness.backend.api, grace_sec=0)
+
+    assert orphan.disk_id in removed and kept_disk not in removed
+    assert not image.exists() and not mount_dir.exists()
+    assert docker_harness.backend.exec(kept.id, "echo ok > /workspace/f && cat /workspace/f"
+                                       ).stdout == "ok\n"
