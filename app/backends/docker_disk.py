@@ -3,8 +3,8 @@
 The engine here stores containers on overlay2 over ext4, where `--storage-opt size=`
 is refused (it needs xfs with project quotas), so a container's own writable layer
 cannot be bounded. Instead a sandbox's root filesystem is read-only and everything it
-may write lives on one filesystem of its own, mounted at /workspace, /tmp and the
-sandbox user's home:
+may write lives on one filesystem of its own, mounted at /workspace, /tmp, the
+sandbox user's home and the installed skills' /opt/weknora/tenant:
 
 - on a local engine, with this process root: a sparse ext4 image of the limit's size,
   loop-mounted under SANDBOX_DISK_DIR (instance/disks). Writing past it fails with
@@ -39,9 +39,12 @@ log = logging.getLogger("sandlot.docker.disk")
 ROOT = Path(__file__).resolve().parent.parent.parent
 LABEL = "sandlot.disk"  # on the container: the id of its loop disk
 SANDBOX_UID = 1000
-# Where a sandbox may write, and the mode of each directory's root.
-PLACES = {"/workspace": ("workspace", 0o755), "/tmp": ("tmp", 0o1777),
-          "/home/sandbox": ("home", 0o755)}
+# Where a sandbox may write: (directory on the disk, mode, owner). Installed skills live
+# under /opt/weknora/tenant (root's, as /opt is), so they can be added to a running
+# sandbox and come with a skill snapshot (copied in at first start).
+PLACES = {"/workspace": ("workspace", 0o755, SANDBOX_UID), "/tmp": ("tmp", 0o1777, 0),
+          "/home/sandbox": ("home", 0o755, SANDBOX_UID),
+          "/opt/weknora/tenant": ("tenant", 0o755, 0)}
 TOOLS = ("mkfs.ext4", "mount", "umount")
 
 
@@ -78,8 +81,8 @@ def _run(*argv: str) -> None:
 def create(size_mb: int, engine_host: str) -> Disk:
     """A disk of `size_mb` for one new sandbox (loop-backed when possible)."""
     if not loop_available(engine_host):
-        return Disk(tuple(_tmpfs_mount(target, size_mb, mode)
-                          for target, (_, mode) in PLACES.items()))
+        return Disk(tuple(_tmpfs_mount(target, size_mb, mode, uid)
+                          for target, (_, mode, uid) in PLACES.items()))
     disk_id = secrets.token_hex(8)
     image, mount_dir = _paths(disk_id)
     image.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -92,17 +95,17 @@ def create(size_mb: int, engine_host: str) -> Disk:
              "lazy_itable_init=1,lazy_journal_init=1", str(image))
         mount_dir.mkdir(mode=0o700)
         _run("mount", "-o", "loop,nosuid,nodev,noatime", str(image), str(mount_dir))
-        for name, mode in PLACES.values():
+        for name, mode, uid in PLACES.values():
             path = mount_dir / name
             path.mkdir()
-            os.chown(path, SANDBOX_UID, SANDBOX_UID)
+            os.chown(path, uid, uid)
             path.chmod(mode)
         (mount_dir / "lost+found").rmdir()
     except BaseException:
         release(disk_id)
         raise
     return Disk(tuple(_bind_mount(target, mount_dir / name)
-                      for target, (name, _) in PLACES.items()), disk_id)
+                      for target, (name, _, _) in PLACES.items()), disk_id)
 
 
 def _bind_mount(target: str, source: Path) -> docker.types.Mount:
@@ -111,8 +114,8 @@ def _bind_mount(target: str, source: Path) -> docker.types.Mount:
     return docker.types.Mount(target, None, type="volume", driver_config=driver)
 
 
-def _tmpfs_mount(target: str, size_mb: int, mode: int) -> docker.types.Mount:
-    options = f"size={size_mb}m,mode={mode:o},uid={SANDBOX_UID},gid={SANDBOX_UID},nosuid,nodev"
+def _tmpfs_mount(target: str, size_mb: int, mode: int, uid: int) -> docker.types.Mount:
+    options = f"size={size_mb}m,mode={mode:o},uid={uid},gid={uid},nosuid,nodev"
     driver = docker.types.DriverConfig("local", {"type": "tmpfs", "device": "tmpfs",
                                                  "o": options})
     return docker.types.Mount(target, None, type="volume", driver_config=driver)
