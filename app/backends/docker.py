@@ -1,11 +1,14 @@
 """Docker sandboxes: one long-lived container per sandbox, driven through the docker SDK.
 
 A sandbox is a container running `sleep infinity` under an init, labelled with the
-sandbox metadata (decisions 4), with every capability dropped, `no-new-privileges`
-and the config's CPU/memory/pids limits and runtime. Commands run through
+sandbox metadata (decisions 4), with every capability dropped, `no-new-privileges`,
+the CPU/memory/pids limits and runtime of its spec (the deployment's defaults and
+maxima applied by the services, decisions 12), and a read-only root with a bounded
+disk of its own for the places it may write (docker_disk.py). Commands run through
 `docker exec` as the image's unprivileged `sandbox` user (uid 1000) unless root is
 asked for, under `timeout -s KILL` so the deadline holds inside the container, with a
-host-side deadline a little later as a backstop.
+host-side deadline a little later as a backstop; after a timeout whatever the command
+left outside its process group is killed from the host (docker_reap.py).
 
 Only containers carrying `sandlot_*` labels are ours: everything else on the engine is
 invisible to this backend (get/exec/delete answer SandboxNotFound, list skips it).

@@ -74,8 +74,10 @@ class Disk:
 def _run(*argv: str) -> None:
     result = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
     if result.returncode:
-        raise BackendError(f"sandbox disk setup failed ({argv[0]}): "
-                           f"{(result.stderr or result.stdout).strip()[:200]}")
+        # The tool's words name server paths: they go to the log, not to the user.
+        log.warning("%s failed: %s", argv[0], (result.stderr or result.stdout).strip()[:500])
+        raise BackendError(f"the sandbox's disk could not be set up ({argv[0]} failed); "
+                           "see the server log")
 
 
 def create(size_mb: int, engine_host: str) -> Disk:
