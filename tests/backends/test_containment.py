@@ -15,6 +15,7 @@ import time
 import pytest
 from flask import current_app
 
+from app.backends import docker_disk
 from app.backends.base import SandboxInfo
 from app.errors import ValidationFailed
 from app.services import sandbox_doc
@@ -152,6 +153,10 @@ def test_writing_past_the_disk_quota_fails_inside_and_spares_the_host(docker_har
     assert total <= 64
     assert "Read-only file system" in rootfs.stderr
     assert row.get("SizeRw", 0) < 1 << 20  # the container's own layer stays empty
+    disk_id = docker_disk.disk_of(backend.api.inspect_container(info.id))
+    if disk_id:  # a loop disk: the host holds what was written, never past the quota
+        image, _ = docker_disk._paths(disk_id)
+        assert image.stat().st_blocks * 512 <= (64 + 8) << 20
     # The sandbox is still usable once the files go.
     again = backend.exec(info.id, "rm /workspace/fill && echo ok > /workspace/small && "
                          "cat /workspace/small", timeout_sec=10)
@@ -200,8 +205,6 @@ def test_exit_code_and_stderr_come_back_exactly(docker_harness: Harness):
 
 
 def test_a_disk_left_by_a_crash_is_released(docker_harness: Harness):
-    from app.backends import docker_disk
-
     if not docker_disk.loop_available(docker_harness.backend.settings.host):
         pytest.skip("loop disks need root next to the engine")
     kept = _create(docker_harness, disk_limit_mb=32)
