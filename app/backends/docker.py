@@ -362,6 +362,8 @@ class DockerBackend(DockerFiles, DockerImages):
             return
         if status != "running":
             raise BackendError(f"cannot pause a sandbox that is {status}")
+        self._seen.pop(sandbox_id, None)  # no exec may trust the look taken before this
+        self._seen.pop(data["Id"], None)
         with self._errors("pause sandbox"):
             self.api.pause(data["Id"])
 
