@@ -20,7 +20,9 @@ import time
 from pathlib import Path
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-ROUNDS = 20  # a process may fork while we read /proc: sweep until nothing is left
+WAIT_SEC = 3.0  # sweep until nothing is left (a process may fork while we read /proc),
+# and until the killed are reaped: a zombie still holds its pid against the pids limit,
+# so the next command could not start.
 
 
 def now_ticks() -> int:
@@ -33,13 +35,13 @@ def available(engine_host: str) -> bool:
             and os.geteuid() == 0 and os.path.isdir("/sys/fs/cgroup"))
 
 
-def _stat(pid: int) -> tuple[int, int] | None:
-    """(parent pid, start ticks) of a host pid, None when it is gone."""
+def _stat(pid: int) -> tuple[int, int, bool] | None:
+    """(parent pid, start ticks, is a zombie) of a host pid, None when it is gone."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
-    return int(fields[1]), int(fields[19])
+    return int(fields[1]), int(fields[19]), fields[0] == "Z"
 
 
 def _cgroup(pid: int) -> tuple[str, Path] | None:
@@ -95,18 +97,19 @@ def reap(init_pid: int, since_ticks: int, protected_roots: set[int]) -> int:
         return 0  # not in a container's own cgroup: never sweep the host's
     cgroup_line, procs = found
     killed = 0
-    for _ in range(ROUNDS):
+    deadline = time.monotonic() + WAIT_SEC
+    while time.monotonic() < deadline:
         try:
             pids = [int(p) for p in procs.read_text().split()]
         except OSError:
             return killed
         stats = {pid: stat for pid in pids if (stat := _stat(pid))}
         parents = {pid: stat[0] for pid, stat in stats.items()}
-        targets = [pid for pid, (_, start) in stats.items()
-                   if pid != init_pid and start >= since_ticks
-                   and not _under(pid, parents, protected_roots)]
-        if not targets:
+        left = [pid for pid, (_, start, _) in stats.items()
+                if pid != init_pid and start >= since_ticks
+                and not _under(pid, parents, protected_roots)]
+        if not left:
             return killed
-        killed += sum(_kill(pid, cgroup_line) for pid in targets)
+        killed += sum(_kill(pid, cgroup_line) for pid in left if not stats[pid][2])
         time.sleep(0.02)
     return killed
