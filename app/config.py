@@ -23,6 +23,13 @@ def _int(name: str, default: int) -> int:
         return default
 
 
+def _float(name: str, default: float) -> float:
+    try:
+        return float(_env(name, str(default)) or default)
+    except ValueError:
+        return default
+
+
 def _flag(name: str, default: bool = False) -> bool:
     return (_env(name, "true" if default else "false") or "").lower() in ("1", "true", "yes", "on")
 
@@ -95,6 +102,18 @@ class BaseConfig:
     # Whether a config's allow_private_endpoints may take effect at all (loopback and
     # private addresses). Link-local, metadata, unspecified and multicast: never.
     SANDBOX_ALLOW_PRIVATE_ENDPOINTS = _flag("SANDBOX_ALLOW_PRIVATE_ENDPOINTS")
+    # Docker sandbox limits (decisions 12): every config inherits the defaults and may
+    # lower them, never go above the maximum. Memory and disk in MiB, CPU in cores. The
+    # disk limit is a per-sandbox filesystem for /workspace, /tmp and the home directory
+    # (the root filesystem is read-only); see app/backends/docker_disk.py.
+    SANDBOX_DEFAULT_PIDS_LIMIT = _int("SANDBOX_DEFAULT_PIDS_LIMIT", 256)
+    SANDBOX_MAX_PIDS_LIMIT = _int("SANDBOX_MAX_PIDS_LIMIT", 4096)
+    SANDBOX_DEFAULT_MEMORY_MB = _int("SANDBOX_DEFAULT_MEMORY_MB", 1024)
+    SANDBOX_MAX_MEMORY_MB = _int("SANDBOX_MAX_MEMORY_MB", 8192)
+    SANDBOX_DEFAULT_CPU_LIMIT = _float("SANDBOX_DEFAULT_CPU_LIMIT", 1.0)
+    SANDBOX_MAX_CPU_LIMIT = _float("SANDBOX_MAX_CPU_LIMIT", 4.0)
+    SANDBOX_DEFAULT_DISK_MB = _int("SANDBOX_DEFAULT_DISK_MB", 1024)
+    SANDBOX_MAX_DISK_MB = _int("SANDBOX_MAX_DISK_MB", 10240)
     # Development only: where generated keys are kept when none are configured.
     INSTANCE_PATH = str(INSTANCE)
     GENERATE_MISSING_KEYS = False

@@ -94,6 +94,11 @@ class SandboxSpec:
     cpu_limit: float | None = None
     memory_limit_mb: int | None = None
     pids_limit: int | None = None
+    # Docker: size of the sandbox's writable filesystem (/workspace, /tmp, home); the
+    # root filesystem is read-only unless `writable_root` (an image build that commits
+    # its root, whose writes are then not bounded by the disk limit).
+    disk_limit_mb: int | None = None
+    writable_root: bool = False
     runtime: str | None = None
     network_mode: str = "bridge"
 

@@ -1,11 +1,14 @@
 """Docker sandboxes: one long-lived container per sandbox, driven through the docker SDK.
 
 A sandbox is a container running `sleep infinity` under an init, labelled with the
-sandbox metadata (decisions 4), with every capability dropped, `no-new-privileges`
-and the config's CPU/memory/pids limits and runtime. Commands run through
+sandbox metadata (decisions 4), with every capability dropped, `no-new-privileges`,
+the CPU/memory/pids limits and runtime of its spec (the deployment's defaults and
+maxima applied by the services, decisions 12), and a read-only root with a bounded
+disk of its own for the places it may write (docker_disk.py). Commands run through
 `docker exec` as the image's unprivileged `sandbox` user (uid 1000) unless root is
 asked for, under `timeout -s KILL` so the deadline holds inside the container, with a
-host-side deadline a little later as a backstop.
+host-side deadline a little later as a backstop; after a timeout whatever the command
+left outside its process group is killed from the host (docker_reap.py).
 
 Only containers carrying `sandlot_*` labels are ours: everything else on the engine is
 invisible to this backend (get/exec/delete answer SandboxNotFound, list skips it).
@@ -26,17 +29,17 @@ job that pauses idle sandboxes.
 from __future__ import annotations
 
 import dataclasses
-import json
-import re
+import secrets
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 import docker
 
-from app.backends import docker_io
+from app.backends import docker_disk, docker_io, docker_reap
 from app.backends.base import (
     LIVE_STATES,
     METADATA_PREFIX,
@@ -47,18 +50,18 @@ from app.backends.base import (
     SandboxNotFound,
     SandboxSpec,
     SandboxState,
-    TemplateInfo,
     Unsupported,
 )
 from app.backends.docker_files import DockerFiles, user_name
+from app.backends.docker_images import DockerImages
 from app.backends.docker_io import DockerSettings
 from app.backends.egress import manager as egress
 from app.backends.sandbox_paths import is_ours as _ours
 
-SNAPSHOT_REPO = "sandlot/snapshot"
-SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-SNAPSHOT_LABEL = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 HOST_GRACE_SEC = 5  # host-side backstop after the in-container `timeout`
+# A running container seen this recently is trusted to run for an exec without another
+# inspect (the session just looked; an exec on a container gone since fails anyway).
+FRESH_SEC = 2.0
 
 STATES = {
     "running": SandboxState.running,
@@ -94,7 +97,19 @@ def _labels(metadata: dict[str, str], image: dict[str, Any]) -> dict[str, str]:
     return {**masked, **metadata}
 
 
-class DockerBackend(DockerFiles):
+_DISK_POOL = ThreadPoolExecutor(4, thread_name_prefix="sandbox-disk")
+
+
+def _discard_disk(job: Future) -> None:
+    """Release the disk a create made before failing elsewhere."""
+    try:
+        disk = job.result()
+    except BaseException:  # noqa: BLE001 - its own failure is not the one to report
+        return
+    docker_disk.release(disk.disk_id if disk else None)
+
+
+class DockerBackend(DockerFiles, DockerImages):
     """The sandbox protocol on a Docker engine (local unix socket or tcp+TLS)."""
 
     provider = "docker"
@@ -109,6 +124,7 @@ class DockerBackend(DockerFiles):
         self.idle_ttl_seconds = self.settings.idle_ttl_seconds
         self._client: docker.APIClient | None = None
         self._egress: egress.EgressManager | None = None
+        self._seen: dict[str, tuple[float, dict[str, Any]]] = {}  # id -> (when, inspect)
         if not self.settings.host.startswith("unix://"):
             self.capabilities = dataclasses.replace(self.capabilities, egress_rules=False)
 
@@ -129,22 +145,24 @@ class DockerBackend(DockerFiles):
 
     @property
     def api(self) -> docker.APIClient:
+        """This engine's client, shared by every backend of the process (one version
+        handshake per engine, pooled connections; see docker_io.shared_client)."""
         if self._client is None:
             with self._errors("connect"):
-                self._client = docker_io.make_client(self.settings)
+                self._client = docker_io.shared_client(self.settings)
         return self._client
 
     @property
     def egress(self) -> egress.EgressManager:
         if self._egress is None:
-            self._egress = egress.EgressManager(self.api, self.settings.host)
+            self._egress = egress.shared_manager(self.api, self.settings.host)
         return self._egress
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-            self._egress = None
+        """Forget the client; the shared one stays open for the next backend."""
+        self._client = None
+        self._egress = None
+        self._seen.clear()
 
     def _inspect(self, sandbox_id: str) -> dict[str, Any]:
         """The container, if it exists and is ours."""
@@ -158,6 +176,7 @@ class DockerBackend(DockerFiles):
             raise missing from None
         if not _ours(data["Config"].get("Labels")):
             raise missing
+        self._seen[data["Id"]] = self._seen[sandbox_id] = (time.monotonic(), data)
         return data
 
     @staticmethod
@@ -175,13 +194,22 @@ class DockerBackend(DockerFiles):
         return self._info(row.get("State", ""), row, row.get("Labels"), row.get("Image", ""))
 
     def _running(self, sandbox_id: str) -> str:
+        return self._running_data(sandbox_id)["Id"]
+
+    def _running_data(self, sandbox_id: str) -> dict[str, Any]:
+        """The inspected container, which must be running; a look taken moments ago by
+        this backend (the session's `get`) is reused rather than asked again."""
+        when, data = self._seen.get(sandbox_id, (0.0, {}))
+        if data and data["State"]["Status"] == "running" and \
+                time.monotonic() - when < FRESH_SEC:
+            return data
         data = self._inspect(sandbox_id)
         status = data["State"]["Status"]
         if status == "paused":
             raise BackendError("sandbox is paused; resume it with connect()")
         if status != "running":
             raise BackendError(f"sandbox is not running ({status})")
-        return data["Id"]
+        return data
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -228,7 +256,8 @@ class DockerBackend(DockerFiles):
         with self._errors("create sandbox network"):
             return self.egress.attach(policy, spec.metadata)
 
-    def _host_config(self, spec: SandboxSpec, network: egress.Attachment) -> dict[str, Any]:
+    def _host_config(self, spec: SandboxSpec, network: egress.Attachment,
+                     disk: docker_disk.Disk | None) -> dict[str, Any]:
         cpu = spec.cpu_limit or self.settings.cpu_limit
         memory = spec.memory_limit_mb or self.settings.memory_limit_mb
         memory_bytes = memory * (1 << 20) if memory else None
@@ -238,7 +267,16 @@ class DockerBackend(DockerFiles):
             nano_cpus=int(cpu * 1e9) if cpu else None,
             mem_limit=memory_bytes, memswap_limit=memory_bytes,
             pids_limit=spec.pids_limit or self.settings.pids_limit,
+            read_only=disk is not None, mounts=list(disk.mounts) if disk else None,
             runtime=spec.runtime or self.settings.runtime or None)
+
+    def _disk_for(self, spec: SandboxSpec) -> docker_disk.Disk | None:
+        """The sandbox's own bounded filesystem (None: writable root, no disk limit)."""
+        size = spec.disk_limit_mb or self.settings.disk_limit_mb
+        if spec.writable_root or not size:
+            return None
+        docker_disk.sweep_once(self.api, self.settings.host)
+        return docker_disk.create(size, self.settings.host)
 
     def create(self, spec: SandboxSpec) -> SandboxInfo:
         """Create and start a labelled container from spec.template (or the config image)."""
@@ -251,13 +289,25 @@ class DockerBackend(DockerFiles):
             raise BackendError("docker backend requires image")
         labels = _labels(spec.metadata, self._require_image(image))
         secrets = tuple(spec.env.values())
-        network = self._network_for(spec)
+        # The disk (mkfs, mount) is made while the network and its rules are: neither
+        # needs the other, and both are most of a policed cold start.
+        disk_job = _DISK_POOL.submit(self._disk_for, spec)
         try:
+            network = self._network_for(spec)
+        except BaseException:
+            _discard_disk(disk_job)
+            raise
+        disk = None
+        try:
+            disk = disk_job.result()
             with self._errors("create sandbox", secrets):
                 container = self.api.create_container(
-                    image, command=["sleep", "infinity"], labels=labels,
-                    environment=dict(spec.env), host_config=self._host_config(spec, network))
+                    image, command=["sleep", "infinity"],
+                    labels={**labels, **(disk.labels if disk else {})},
+                    environment=dict(spec.env),
+                    host_config=self._host_config(spec, network, disk))
         except BaseException:
+            docker_disk.release(disk.disk_id if disk else None)
             try:
                 self._release_network(network.egress_id)
             except BackendError:
@@ -312,6 +362,8 @@ class DockerBackend(DockerFiles):
             return
         if status != "running":
             raise BackendError(f"cannot pause a sandbox that is {status}")
+        self._seen.pop(sandbox_id, None)  # no exec may trust the look taken before this
+        self._seen.pop(data["Id"], None)
         with self._errors("pause sandbox"):
             self.api.pause(data["Id"])
 
@@ -329,13 +381,16 @@ class DockerBackend(DockerFiles):
         except BackendError as exc:
             if "already in progress" not in exc.reason:
                 raise
+        self._seen.pop(sandbox_id, None)
+        self._seen.pop(data["Id"], None)
+        docker_disk.release(docker_disk.disk_of(data))
         self._release_network(egress.egress_id_of(data))
 
     # -- exec -----------------------------------------------------------------------------
 
     def _run(self, container_id: str, argv: list[str], *, user: str, cwd: str | None,
              env: dict[str, str] | None, deadline_sec: float,
-             limit: int) -> docker_io.RawRun:
+             limit: int, marker: str = "") -> docker_io.RawRun:
         secrets = tuple((env or {}).values())
         started = time.monotonic()
         with self._errors("exec", secrets):
@@ -343,10 +398,30 @@ class DockerBackend(DockerFiles):
                 container_id, argv, stdout=True, stderr=True, user=user, workdir=cwd,
                 environment=dict(env or {}))["Id"]
             response = docker_io.start_exec(self.api, exec_id)
-            out, err, truncated, hit = docker_io.read_exec(response, started + deadline_sec,
-                                                           limit)
-            code = docker_io.wait_exit_code(self.api, exec_id, 0.2 if hit else 2.0)
-        return docker_io.RawRun(out, err, code, time.monotonic() - started, truncated, hit)
+            extra = len(marker) + 8 if marker else 0  # stderr's room for the exit line
+            out, raw_err, truncated, hit = docker_io.read_exec(
+                response, started + deadline_sec, limit, extra)
+            err, code, overflow = docker_io.take_exit_marker(raw_err, marker, limit)
+            # stderr below its cap: any truncation was stdout's
+            truncated = overflow or (truncated and len(raw_err) < limit + extra)
+            if code is None:  # no marker: killed outright, or its stderr overflowed
+                code = docker_io.wait_exit_code(self.api, exec_id, 0.2 if hit else 2.0)
+        return docker_io.RawRun(out, err, code, time.monotonic() - started, truncated, hit,
+                                exec_id)
+
+    def _reap(self, data: dict[str, Any], since_ticks: int, exec_id: str) -> None:
+        """After a timeout: kill what the exec left outside its process group, sparing
+        the container's init and every other exec still running (docker_reap)."""
+        if not docker_reap.available(self.settings.host):
+            return
+        with self._errors("inspect"):
+            others = set()
+            for other in self.api.inspect_container(data["Id"]).get("ExecIDs") or ():
+                if other != exec_id:
+                    info = self.api.exec_inspect(other)
+                    if info.get("Running") and info.get("Pid"):
+                        others.add(int(info["Pid"]))
+        docker_reap.reap(int(data["State"].get("Pid") or 0), since_ticks, others)
 
     def exec(self, sandbox_id: str, command: str, *, user: str | None = None,
              cwd: str | None = None, env: dict[str, str] | None = None,
@@ -359,58 +434,21 @@ class DockerBackend(DockerFiles):
         none yet.
         """
         timeout_sec = timeout_sec if timeout_sec > 0 else 60
-        container_id = self._running(sandbox_id)
-        argv = ["timeout", "-s", "KILL", str(timeout_sec), "sh", "-c", command]
-        run = self._run(container_id, argv, user=user_name(user), cwd=cwd, env=env,
-                        deadline_sec=timeout_sec + HOST_GRACE_SEC, limit=output_limit)
+        data = self._running_data(sandbox_id)
+        # The exit code comes back as the last line of stderr, behind a marker the
+        # command cannot guess: one engine round trip (exec inspect) less per exec.
+        marker = f"\n.sandlot-exit-{secrets.token_hex(8)}:"
+        argv = ["sh", "-c", 'timeout -s KILL "$1" sh -c "$2"; c=$?; printf "%s%d" "$3" $c >&2; '
+                'exit $c', "sh", str(timeout_sec), command, marker]
+        since = docker_reap.now_ticks()
+        run = self._run(data["Id"], argv, user=user_name(user), cwd=cwd, env=env,
+                        deadline_sec=timeout_sec + HOST_GRACE_SEC, limit=output_limit,
+                        marker=marker)
         killed = run.exit_code in (124, 137) and run.elapsed >= timeout_sec
+        if killed or run.deadline_hit:
+            self._reap(data, since, run.exec_id)
         exit_code = run.exit_code if run.exit_code is not None else 124
         return ExecResult(stdout=run.stdout.decode("utf-8", "replace"),
                           stderr=run.stderr.decode("utf-8", "replace"),
                           exit_code=exit_code, duration_ms=int(run.elapsed * 1000),
                           timed_out=killed or run.deadline_hit, truncated=run.truncated)
-
-    # -- snapshots and templates ----------------------------------------------------------
-
-    def snapshot_id_for(self, name: str) -> str:
-        """The image reference a snapshot named `name` gets (to find an abandoned build)."""
-        return f"{SNAPSHOT_REPO}:{name}"
-
-    def create_snapshot(self, sandbox_id: str, name: str,
-                        labels: dict[str, str] | None = None) -> str:
-        """`docker commit` to sandlot/snapshot:<name>, labelled `sandlot.snapshot=<name>`
-        plus `labels`; returns that image reference."""
-        if not SNAPSHOT_NAME.match(name):
-            raise BackendError("snapshot name must be 1-128 of [A-Za-z0-9_.-], "
-                               "not starting with . or -")
-        container_id = self._inspect(sandbox_id)["Id"]
-        changes = [f"LABEL {key}={json.dumps(value)}"
-                   for key, value in {"sandlot.snapshot": name, **(labels or {})}.items()
-                   if SNAPSHOT_LABEL.match(key)]
-        with self._errors("create snapshot"):
-            self.api.commit(container_id, repository=SNAPSHOT_REPO, tag=name, pause=True,
-                            changes=changes)
-        return self.snapshot_id_for(name)
-
-    def delete_snapshot(self, snapshot_id: str) -> None:
-        """Remove a snapshot image; not found is success, in use is an error."""
-        if not snapshot_id.startswith(f"{SNAPSHOT_REPO}:"):
-            raise BackendError(f"{snapshot_id} is not a sandlot snapshot")
-        try:
-            with self._errors("delete snapshot"):
-                try:
-                    self.api.remove_image(snapshot_id)
-                except docker.errors.NotFound:
-                    return
-        except BackendError as exc:
-            if "conflict" in exc.reason.lower() or "being used" in exc.reason:
-                raise BackendError(f"snapshot {snapshot_id} is in use by a sandbox") from None
-            raise
-
-    def list_templates(self) -> list[TemplateInfo]:
-        """Tagged local images (no registry is consulted)."""
-        with self._errors("list images"):
-            images = self.api.images()
-        tags = {tag for image in images for tag in image.get("RepoTags") or ()
-                if "<none>" not in tag}
-        return [TemplateInfo(id=tag, name=tag) for tag in sorted(tags)]

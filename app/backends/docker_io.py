@@ -10,6 +10,7 @@ import os
 import ssl
 import struct
 import tarfile
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,7 @@ class DockerSettings:
     cpu_limit: float | None = None
     memory_limit_mb: int | None = None
     pids_limit: int | None = None
+    disk_limit_mb: int | None = None
     network_mode: str = "bridge"
     runtime: str = ""
     idle_ttl_seconds: int | None = None
@@ -68,6 +70,7 @@ class DockerSettings:
                 cpu_limit=_positive(raw.get("cpu_limit"), float),
                 memory_limit_mb=_positive(raw.get("memory_limit_mb"), int),
                 pids_limit=_positive(raw.get("pids_limit"), int),
+                disk_limit_mb=_positive(raw.get("disk_limit_mb"), int),
                 network_mode=network_mode,
                 runtime=str(raw.get("runtime") or ""),
                 idle_ttl_seconds=_positive(raw.get("idle_ttl_seconds"), int),
@@ -90,8 +93,32 @@ def make_client(settings: DockerSettings) -> docker.APIClient:
                                    f"{', '.join(missing)}")
         tls = docker.tls.TLSConfig(client_cert=(paths["cert"], paths["key"]),
                                    ca_cert=paths["ca"], verify=True)
-    return docker.APIClient(base_url=settings.host, version="auto", tls=tls,
-                            timeout=settings.http_timeout_sec)
+    client = docker.APIClient(base_url=settings.host, version="auto", tls=tls,
+                              timeout=settings.http_timeout_sec)
+    if settings.host.startswith("unix://"):
+        # No proxy or .netrc applies to a local socket; requests would look them up
+        # (environment and a file read) on every call, ~1 ms each.
+        client.trust_env = False
+    return client
+
+
+_clients: dict[tuple[str, str, int], docker.APIClient] = {}
+_clients_lock = threading.Lock()
+
+
+def shared_client(settings: DockerSettings) -> docker.APIClient:
+    """One client per engine (host, TLS files, timeout) per process, made on first use.
+
+    A client asks the engine its API version when made (a round trip per request when
+    each request made its own); requests' session is safe to share between threads,
+    and its pool keeps connections to the engine open.
+    """
+    key = (settings.host, settings.tls_cert_path, settings.http_timeout_sec)
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            client = _clients[key] = make_client(settings)
+        return client
 
 
 def _causes(exc: BaseException):
@@ -153,6 +180,7 @@ class RawRun:
     elapsed: float
     truncated: bool
     deadline_hit: bool
+    exec_id: str = ""
 
 
 class _Capped:
@@ -184,7 +212,8 @@ def start_exec(api: docker.APIClient, exec_id: str) -> Any:
     return response
 
 
-def read_exec(response: Any, deadline: float, limit: int) -> tuple[bytes, bytes, bool, bool]:
+def read_exec(response: Any, deadline: float, limit: int,
+              err_extra: int = 0) -> tuple[bytes, bytes, bool, bool]:
     """Demultiplex stdout/stderr until EOF or the monotonic `deadline`.
 
     Reads through the HTTP response's buffered reader (bytes that arrived with the
@@ -193,7 +222,7 @@ def read_exec(response: Any, deadline: float, limit: int) -> tuple[bytes, bytes,
     """
     reader = response.raw._fp.fp
     sock = reader.raw._sock
-    streams = {1: _Capped(limit), 2: _Capped(limit)}
+    streams = {1: _Capped(limit), 2: _Capped(limit + err_extra)}
     pending = bytearray()
     deadline_hit = False
     try:
@@ -226,6 +255,18 @@ def _take_frames(pending: bytearray, streams: dict[int, _Capped]) -> bytearray:
         if kind in streams:
             streams[kind].add(payload)
     return pending
+
+
+def take_exit_marker(err: bytes, marker: str, limit: int) -> tuple[bytes, int | None, bool]:
+    """Split the exit code the exec's wrapper printed after `marker` off the end of
+    stderr: (stderr as the command wrote it, capped at `limit`; the code or None; whether
+    the command's own stderr went past `limit`)."""
+    if not marker:
+        return err, None, False
+    head, found, code = err.rpartition(marker.encode())
+    if not found or not code.isdigit():
+        return err[:limit], None, len(err) > limit
+    return head[:limit], int(code), len(head) > limit
 
 
 def wait_exit_code(api: docker.APIClient, exec_id: str, wait: float = 2.0) -> int | None:

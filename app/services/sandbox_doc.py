@@ -11,6 +11,7 @@ import ipaddress
 import re
 from typing import Annotated, Any, Literal
 
+from flask import current_app, has_app_context
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -23,6 +24,7 @@ from pydantic import (
 from pydantic import ValidationError as PydanticError
 
 from app.backends.base import CubeRule, HostRule, ResolvedNetworkPolicy, SandboxSpec
+from app.config import BaseConfig
 from app.errors import ValidationFailed
 from app.security import ssrf
 from app.security.redaction import MASK
@@ -84,6 +86,7 @@ class DockerBlock(_Block):
     cpu_limit: StrictFloat | StrictInt | None = Field(default=None, gt=0, le=64)
     memory_limit_mb: StrictInt | None = Field(default=None, ge=16, le=1024 * 1024)
     pids_limit: StrictInt | None = Field(default=None, ge=8, le=1 << 22)
+    disk_limit_mb: StrictInt | None = Field(default=None, ge=16, le=1024 * 1024)
     network_mode: Literal["bridge", "none"] = "bridge"
     runtime: str = ""
     idle_ttl_seconds: StrictInt = Seconds
@@ -219,6 +222,36 @@ def _check_docker(block: DockerBlock, problems: Problems) -> None:
     if (block.engine or endpoints.LOCAL) not in offered:
         problems.add("docker.engine", "not an engine this deployment offers; use one of: "
                      + ", ".join(sorted(offered)))
+    for name, (label, unit, _default, maximum) in _limits().items():
+        value = getattr(block, name)
+        if value is not None and value > maximum:
+            problems.add(f"docker.{name}", f"{label} must be at most {maximum:g}{unit}, "
+                         "this deployment's maximum")
+
+
+# field: (label, unit, default, maximum); the settings are in app/config.py.
+# The labels are the editor's (templates/sandboxes/_editor_backend.html).
+LIMIT_SETTINGS = {"pids_limit": ("Processes", "", "PIDS_LIMIT"),
+                  "memory_limit_mb": ("Memory (MB)", " MB", "MEMORY_MB"),
+                  "cpu_limit": ("CPUs", "", "CPU_LIMIT"),
+                  "disk_limit_mb": ("Disk (MB)", " MB", "DISK_MB")}
+
+
+def _limits() -> dict[str, tuple[str, str, float, float]]:
+    """The deployment's default and maximum of each Docker limit (decisions 12)."""
+    config = current_app.config if has_app_context() else vars(BaseConfig)
+    return {name: (label, unit, config[f"SANDBOX_DEFAULT_{key}"], config[f"SANDBOX_MAX_{key}"])
+            for name, (label, unit, key) in LIMIT_SETTINGS.items()}
+
+
+def effective_limits(block: dict[str, Any]) -> dict[str, Any]:
+    """A Docker config's limits: its own where set, else the deployment default, and
+    never above the deployment maximum (a stored config may predate a lower one)."""
+    out = {}
+    for name, (_label, _unit, default, maximum) in _limits().items():
+        value = block.get(name) or default
+        out[name] = min(value, maximum) if value else None
+    return out
 
 
 def _unique_stripped(values: list[str]) -> list[str]:
@@ -281,7 +314,9 @@ def spec_for(doc: dict[str, Any], metadata: dict[str, str],
     resolved now (reference 4.4), with `metadata`; sessions, installs and checks share it."""
     kind = doc["sandbox_type"]
     block = doc.get(kind) or {}
+    limits = effective_limits(block) if kind == "docker" else {}
     return SandboxSpec(
+        **limits,
         template=template_of(doc), metadata=dict(metadata),
         env=dict(doc.get("env_vars") or {}), timeout_sec=timeout_sec or ttl_of(doc),
         network=resolve_policy(doc), desktop=bool(doc.get("desktop_enabled")),

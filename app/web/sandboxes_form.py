@@ -31,7 +31,8 @@ CHECKS = ("desktop_enabled", "allow_private_endpoints", "network.deny_egress_by_
 BLOCK_FIELDS: dict[str, dict[str, str]] = {
     "docker": {"image": TEXT, "engine": TEXT, "http_timeout_sec": INT,
                "idle_ttl_seconds": INT, "cpu_limit": FLOAT, "memory_limit_mb": INT,
-               "pids_limit": INT, "network_mode": TEXT, "runtime": TEXT},
+               "pids_limit": INT, "disk_limit_mb": INT, "network_mode": TEXT,
+               "runtime": TEXT},
     "e2b": {"api_key": SECRET, "api_url": TEXT, "sandbox_domain": TEXT, "proxy_url": TEXT,
             "http_timeout_sec": INT, "template_id": TEXT, "e2b_sandbox_ttl_seconds": INT},
     "cube": {"api_url": TEXT, "proxy_url": TEXT, "sandbox_domain": TEXT, "api_key": SECRET,

@@ -63,3 +63,16 @@ def test_the_host_deadline_ends_a_stream_that_stays_open():
 
     assert hit and out == b"partial"
     assert time.monotonic() - started < 2
+
+
+def test_exit_marker_is_split_off_stderr():
+    from app.backends.docker_io import take_exit_marker
+
+    marker = "\n.sandlot-exit-0123456789abcdef:"
+    assert take_exit_marker(b"oops" + marker.encode() + b"3", marker, 100) == (b"oops", 3, False)
+    # A command's own text before the real marker (it cannot know the token) stays.
+    forged = b"\n.sandlot-exit-guess:0"
+    assert take_exit_marker(forged + marker.encode() + b"7", marker, 100) == (forged, 7, False)
+    # Over the limit: capped, and said so; no marker at all: no code (ask the engine).
+    assert take_exit_marker(b"x" * 10 + marker.encode() + b"0", marker, 4) == (b"xxxx", 0, True)
+    assert take_exit_marker(b"partial", marker, 100) == (b"partial", None, False)

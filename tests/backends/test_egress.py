@@ -680,3 +680,70 @@ def test_refused_names_are_answered_locally_and_never_forwarded(monkeypatch):
     probe_other = DNSRecord.question(f"ffffffffff{dns.PROBE_SUFFIX}").pack()
     assert DNSRecord.parse(dns.answer(net, probe_other)).header.rcode == RCODE.REFUSED
     assert dns.answer(net, b"\x00garbage") is None
+
+
+# Runs inside a sandbox: open many TCP connections to its resolver, send nothing, hold.
+SLOW_TCP = r"""
+import socket, sys, time
+conns = []
+for _ in range(int(sys.argv[2])):
+    try:
+        conns.append(socket.create_connection((sys.argv[1], 53), timeout=2))
+    except OSError:
+        pass
+print(len(conns), flush=True)
+time.sleep(float(sys.argv[3]))
+"""
+
+
+def test_slow_tcp_clients_of_one_sandbox_do_not_stall_another(world, sandboxes):
+    """The issue's attack: forty idle TCP connections from one sandbox held every
+    resolver worker, so every other sandbox's lookups waited 10 s."""
+    attacker, victim = sandboxes.create(), sandboxes.create()
+    gateway = sandboxes.backend.egress.load(egress_id(sandboxes, attacker)).gateway
+    command = f"python3 -c {shlex.quote(SLOW_TCP)} {gateway} 40 12"
+    attack = threading.Thread(target=sandboxes.backend.exec, args=(attacker.id, command),
+                              kwargs={"timeout_sec": 30})
+    attack.start()
+    try:
+        time.sleep(3)  # the connections are open and idle
+        started = time.monotonic()
+        result = probe(sandboxes, victim, "good.test.example")
+        elapsed = time.monotonic() - started
+    finally:
+        attack.join(40)
+
+    assert result == {"good.test.example": reached(GOOD)}
+    assert elapsed < 4, f"the victim's lookup took {elapsed:.1f} s"
+
+
+def test_a_query_flood_from_one_sandbox_does_not_stall_another(world, sandboxes):
+    """Thousands of UDP queries a second from one sandbox: its share of the resolver
+    (and of the upstream) is bounded, so another's lookup is answered at once."""
+    attacker, victim = sandboxes.create(), sandboxes.create()
+    gateway = sandboxes.backend.egress.load(egress_id(sandboxes, attacker)).gateway
+    flood = ("import os, socket, struct, sys, time\n"
+             "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+             "end = time.monotonic() + 10\n"
+             "i = 0\n"
+             "while time.monotonic() < end:\n"
+             "    i += 1\n"
+             "    name = b''.join(bytes([len(p)]) + p for p in "
+             "(os.urandom(6).hex().encode(), b'slow', b'test', b'example')) + b'\\0'\n"
+             "    s.sendto(struct.pack('!HHHHHH', i & 0xffff, 0x100, 1, 0, 0, 0) + name + "
+             "struct.pack('!HH', 1, 1), (sys.argv[1], 53))\n"
+             "    if i % 50 == 0: time.sleep(0.01)\n")
+    command = f"python3 -c {shlex.quote(flood)} {gateway}"
+    attack = threading.Thread(target=sandboxes.backend.exec, args=(attacker.id, command),
+                              kwargs={"timeout_sec": 30})
+    attack.start()
+    try:
+        time.sleep(3)
+        started = time.monotonic()
+        result = probe(sandboxes, victim, "good.test.example")
+        elapsed = time.monotonic() - started
+    finally:
+        attack.join(40)
+
+    assert result == {"good.test.example": reached(GOOD)}
+    assert elapsed < 4, f"the victim's lookup took {elapsed:.1f} s"

@@ -13,7 +13,14 @@ from sqlalchemy import select
 
 from app.backends.docker import DockerBackend
 from app.extensions import db
-from app.models import InstalledSkill, Job, SandboxSession, SkillSnapshot, SnapshotState
+from app.models import (
+    InstalledSkill,
+    Job,
+    SandboxConfig,
+    SandboxSession,
+    SkillSnapshot,
+    SnapshotState,
+)
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, require_docker
 from tests.fakes import skill_registry
 from tests.fakes.skill_archives import make_zip, skill_md
@@ -65,7 +72,7 @@ def _cleanup(engine: DockerBackend) -> None:
     for session in db.session.scalars(select(SandboxSession)):
         if session.sandbox_id:
             engine.delete(session.sandbox_id)
-    for sandbox in engine.list({"sandlot_purpose": "install"}):
+    for sandbox in install_boxes(engine):
         engine.delete(sandbox.id)
     for row in db.session.scalars(select(SkillSnapshot).where(
             SkillSnapshot.state != SnapshotState.deleted)):
@@ -74,6 +81,14 @@ def _cleanup(engine: DockerBackend) -> None:
                 engine.delete_snapshot(row.snapshot_id)
             except Exception:  # noqa: BLE001 - best effort; a later test run retries
                 pass
+
+
+def install_boxes(engine: DockerBackend) -> list:
+    """This test's maintenance sandboxes: those of its own configs (other test runs may
+    share the engine, and their tenant ids are the same small numbers)."""
+    configs = set(db.session.scalars(select(SandboxConfig.id)))
+    return [box for box in engine.list({"sandlot_purpose": "install"})
+            if box.metadata.get("sandlot_sandbox_config_id") in configs]
 
 
 def docker_config(api, name: str = "local", **doc) -> dict:

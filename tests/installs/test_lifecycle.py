@@ -12,6 +12,7 @@ from app.extensions import db
 from app.models import InstalledSkill, SandboxConfig, SkillInstallEvent, SkillSnapshot
 from tests.installs.conftest import (
     docker_config,
+    install_boxes,
     install_zip,
     open_session,
     run,
@@ -93,7 +94,7 @@ def test_uninstall_one_of_two_rebuilds_then_the_last_clears_the_pointer(world):
     out = run(member, session_id, "ls /opt/weknora/tenant/skills 2>&1; echo done")
     assert out["reused"] is False and out["stdout"].endswith("done\n")
     assert "keep" not in out["stdout"]
-    assert engine.list({"sandlot_purpose": "install"}) == []
+    assert install_boxes(engine) == []
 
 
 def test_stop_mid_install_kills_the_run_and_the_row_says_so(world):
@@ -117,7 +118,7 @@ def test_stop_mid_install_kills_the_run_and_the_row_says_so(world):
     row = wait_for(skill_id, deadline_sec=30)
     assert time.monotonic() - started < 20  # the 300 s command did not run to its end
     assert (row.status, row.error) == ("failed", "install stopped")
-    assert world["engine"].list({"sandlot_purpose": "install"}) == []
+    assert install_boxes(world["engine"]) == []
     assert db.session.scalars(select(SkillSnapshot)).all() == []
     # Stop on a failed skill returns it unchanged; on a ready one it is a 400.
     assert admin.post(f"{base}/stop").json["data"]["status"] == "failed"

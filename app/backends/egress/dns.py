@@ -42,14 +42,17 @@ from pathlib import Path
 
 from dnslib import QTYPE, RCODE, DNSError, DNSHeader, DNSRecord
 
-from app.backends.egress import nft
+from app.backends.egress import dns_limits, nft
+from app.backends.egress.dns_limits import Share
 from app.backends.egress.policy import SandboxNet, learnable
 
 MIN_TTL = 5  # seconds a learned IP stays in the set at least
 MAX_TTL = 86400  # answers are never cached (or learned) longer than a day
 UPSTREAM_TIMEOUT_SEC = 2.5
-TCP_IDLE_SEC = 10
-RESCAN_SEC = 0.5
+# A full rescan catches what no wake-up announced (a bridge gone, a missed signal); a new
+# sandbox is announced by SIGUSR1 from the backend and served at once.
+RESCAN_SEC = 2.0
+TCP_TOTAL = 256  # TCP connections open at once, over all sandboxes
 IDLE_EXIT_SEC = 300
 PROBE_SUFFIX = ".probe.sandlot.invalid"  # "<id>.probe.sandlot.invalid": is <id> served?
 WORKERS = 32
@@ -67,6 +70,11 @@ def lock_path(state_dir: Path) -> Path:
 
 def pid_path(state_dir: Path) -> Path:
     return state_dir / "resolver.pid"
+
+
+def wake_path(state_dir: Path) -> Path:
+    """Holds the pid of a resolver that takes SIGUSR1 as "rescan now"."""
+    return state_dir / "resolver.wake"
 
 
 def log_path(state_dir: Path) -> Path:
@@ -196,6 +204,7 @@ class Served:
 
     def __post_init__(self) -> None:
         self.subnet = ipaddress.IPv4Network(self.net.subnet)
+        self.share = Share()
 
     def from_sandbox(self, peer: tuple[str, int]) -> bool:
         """Only the sandbox's own subnet is served, and loopback (the backend's probe:
@@ -225,6 +234,13 @@ class Resolver:
         self.selector = selectors.DefaultSelector()
         self.pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="dns")
         self.stopping = threading.Event()
+        # Connections have their own threads, bounded per sandbox and in all, so an idle
+        # one never holds a worker that UDP queries of other sandboxes need.
+        self.tcp_slots = threading.BoundedSemaphore(TCP_TOTAL)
+        self.wake_r, self.wake_w = socket.socketpair()
+        self.wake_r.setblocking(False)
+        self.wake_w.setblocking(False)
+        self.selector.register(self.wake_r, selectors.EVENT_READ, (None, "wake"))
 
     def rescan(self) -> None:
         """Follow the state files (written once, atomically; removed at delete) and the
@@ -301,23 +317,62 @@ class Resolver:
             for key, _ in self.selector.select(timeout=RESCAN_SEC):
                 served, kind = key.data
                 try:
-                    if kind == "udp":
+                    if kind == "wake":
+                        self._drain_wake()
+                        next_scan = 0.0  # a sandbox was announced: serve it now
+                    elif kind == "udp":
                         data, peer = served.udp.recvfrom(65535)
-                        self.pool.submit(self._udp, served, data, peer)
+                        if served.share.admit_query():
+                            self.pool.submit(self._udp, served, data, peer)
                     else:
-                        conn, _ = served.tcp.accept()
-                        self.pool.submit(self._tcp, served, conn)
+                        self._accept(served)
                 except (BlockingIOError, InterruptedError):
                     continue
                 except OSError as exc:
                     log.warning("sandbox %s: %s receive failed: %s", served.net.id, kind, exc)
         self.close()
 
+    def wake(self) -> None:
+        """Rescan now (signal-safe: SIGUSR1 calls this)."""
+        try:
+            self.wake_w.send(b"x")
+        except OSError:
+            pass  # already pending
+
+    def _drain_wake(self) -> None:
+        try:
+            while self.wake_r.recv(512):
+                pass
+        except OSError:
+            pass
+
+    def _accept(self, served: Served) -> None:
+        conn, _ = served.tcp.accept()
+        if not served.share.admit_connection():
+            conn.close()  # over this sandbox's share: turned away at once
+            return
+        if not self.tcp_slots.acquire(blocking=False):
+            served.share.closed()
+            conn.close()
+            return
+        thread = threading.Thread(target=self._tcp_thread, args=(served, conn),
+                                  name="dns-tcp", daemon=True)
+        thread.start()
+
+    def _tcp_thread(self, served: Served, conn: socket.socket) -> None:
+        try:
+            self._tcp(served, conn)
+        finally:
+            served.share.closed()
+            self.tcp_slots.release()
+
     def close(self) -> None:
         for served in self.served.values():
             served.close()
         self.served.clear()
         self.pool.shutdown(wait=False, cancel_futures=True)
+        self.wake_r.close()
+        self.wake_w.close()
 
     @staticmethod
     def _udp(served: Served, data: bytes, peer: tuple[str, int]) -> None:
@@ -327,6 +382,8 @@ class Resolver:
                 served.udp.sendto(reply, peer)
         except Exception:  # noqa: BLE001 - one bad query must not stop the resolver
             log.exception("sandbox %s: query from %s failed", served.net.id, peer[0])
+        finally:
+            served.share.done_query()
 
     @staticmethod
     def _tcp(served: Served, conn: socket.socket) -> None:
@@ -335,13 +392,19 @@ class Resolver:
                 if not served.from_sandbox(conn.getpeername()):
                     return
                 conn.setblocking(True)
-                conn.settimeout(TCP_IDLE_SEC)
+                conn.settimeout(dns_limits.TCP_IDLE_SEC)
+                ends = time.monotonic() + dns_limits.TCP_LIFETIME_SEC
                 for _ in range(100):
                     header = conn.recv(2, socket.MSG_WAITALL)
-                    if len(header) < 2:
+                    if len(header) < 2 or time.monotonic() > ends:
                         return
                     data = _read_exact(conn, struct.unpack("!H", header)[0])
-                    reply = answer(served.net, data)
+                    if not served.share.admit_query():
+                        return  # over its share: the client retries, maybe over UDP
+                    try:
+                        reply = answer(served.net, data)
+                    finally:
+                        served.share.done_query()
                     if reply is None:
                         return
                     conn.sendall(struct.pack("!H", len(reply)) + reply)
@@ -392,14 +455,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0  # another resolver serves this state directory
     _configure_logging(state_dir)
     pid_path(state_dir).write_text(f"{os.getpid()}\n")
+    # This resolver rescans on SIGUSR1 (one from before would exit on it).
+    wake_path(state_dir).write_text(f"{os.getpid()}\n")
     resolver = Resolver(state_dir, args.idle_exit)
     signal.signal(signal.SIGTERM, lambda *_: resolver.stopping.set())
     signal.signal(signal.SIGINT, lambda *_: resolver.stopping.set())
+    signal.signal(signal.SIGUSR1, lambda *_: resolver.wake())
     log.info("resolver started (pid %s, state %s)", os.getpid(), state_dir)
     try:
         resolver.run()
     finally:
         pid_path(state_dir).unlink(missing_ok=True)
+        wake_path(state_dir).unlink(missing_ok=True)
         log.info("resolver stopped")
     return 0
 

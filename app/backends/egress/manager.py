@@ -24,9 +24,11 @@ import logging
 import os
 import random
 import secrets
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -286,20 +288,38 @@ class EgressManager:
         return resolver_running(self.settings.state_dir)
 
     def _ensure_resolver(self, net: SandboxNet) -> None:
-        """Start the resolver if it is not running; wait until it answers for `net`."""
+        """Start the resolver if it is not running, tell it about `net` (it rescans at
+        once on SIGUSR1) and wait until it answers for `net`: a refused probe (nothing
+        bound yet) comes back at once, so readiness costs milliseconds, not a sleep."""
         deadline = time.monotonic() + READY_TIMEOUT_SEC
         spawned = 0.0
+        self._wake_resolver()
         while True:
+            if probe(net):
+                return
             if not self.resolver_running() and time.monotonic() - spawned > 2:
                 self._spawn_resolver()
                 spawned = time.monotonic()
-            if probe(net):
-                return
             if time.monotonic() > deadline:
                 raise BackendError(
                     f"the sandbox DNS resolver does not answer on {net.gateway}:53; see "
                     f"{dns.log_path(self.settings.state_dir)}")
-            time.sleep(0.1)
+            time.sleep(0.01)
+
+    def _wake_resolver(self) -> None:
+        """SIGUSR1 to the running resolver, which then serves new sandboxes at once."""
+        state_dir = self.settings.state_dir
+        try:  # both files name it: a resolver from before SIGUSR1 meant "rescan" would exit
+            pid = int(dns.pid_path(state_dir).read_text())
+            if int(dns.wake_path(state_dir).read_text()) != pid:
+                return
+        except (OSError, ValueError):
+            return
+        if pid > 1 and self.resolver_running():
+            try:
+                os.kill(pid, signal.SIGUSR1)
+            except OSError:
+                pass
 
     def _spawn_resolver(self) -> None:
         state_dir = self.settings.state_dir
@@ -377,6 +397,22 @@ class EgressManager:
             return False
 
 
+_managers: dict[tuple[int, str, Path], EgressManager] = {}
+_managers_lock = threading.Lock()
+
+
+def shared_manager(api: docker.APIClient, engine_host: str) -> EgressManager:
+    """One manager per (shared) client and state directory: its host check (an engine
+    round trip) is done once per process, not once per request."""
+    settings = EgressSettings.from_env()
+    key = (id(api), engine_host, settings.state_dir)
+    with _managers_lock:
+        manager = _managers.get(key)
+        if manager is None or manager.api is not api or manager.settings != settings:
+            manager = _managers[key] = EgressManager(api, engine_host, settings)
+        return manager
+
+
 def resolver_running(state_dir: Path) -> bool:
     """Is a resolver holding this state directory's lock?"""
     path = dns.lock_path(state_dir)
@@ -392,13 +428,17 @@ def resolver_running(state_dir: Path) -> bool:
 
 
 def probe(net: SandboxNet, timeout: float = 0.3) -> bool:
-    """Does the resolver answer for this very sandbox on its gateway?"""
+    """Does the resolver answer for this very sandbox on its gateway?
+
+    The socket is connected, so while nothing listens there the port-unreachable
+    comes back as ConnectionRefusedError at once instead of a wait for `timeout`."""
     query = DNSRecord.question(f"{net.id}{dns.PROBE_SUFFIX}")
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
             sock.bind(("127.0.0.1", 0))  # answered: loopback or the sandbox's subnet only
             sock.settimeout(timeout)
-            sock.sendto(query.pack(), (net.gateway, 53))
+            sock.connect((net.gateway, 53))
+            sock.send(query.pack())
             reply = DNSRecord.parse(sock.recv(4096))
     except (OSError, ValueError):
         return False

@@ -189,7 +189,9 @@ class Run:
         # The config's env reaches every command, but per exec: baked into the sandbox it
         # would be committed into the snapshot and outlive a later change of the secret.
         self.exec_env = dict(spec.env)
-        spec = dataclasses.replace(spec, template=template, env={})
+        # writable_root: the snapshot commits the root filesystem, and a sandbox's own disk
+        # volume (/opt/weknora/tenant among its paths) is not part of a `docker commit`.
+        spec = dataclasses.replace(spec, template=template, env={}, writable_root=True)
         self.check()
         info = self.backend.create(spec)
         self.sandbox_id = info.id

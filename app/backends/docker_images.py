@@ -1,0 +1,64 @@
+"""Snapshots and templates of the Docker backend: images on the engine.
+
+A mixin of DockerBackend (it uses the backend's `api`, `_errors` and `_inspect`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import docker
+
+from app.backends.base import BackendError, TemplateInfo
+
+SNAPSHOT_REPO = "sandlot/snapshot"
+SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+SNAPSHOT_LABEL = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+
+
+class DockerImages:
+    """`docker commit` snapshots and the engine's tagged images as templates."""
+
+    def snapshot_id_for(self, name: str) -> str:
+        """The image reference a snapshot named `name` gets (to find an abandoned build)."""
+        return f"{SNAPSHOT_REPO}:{name}"
+
+    def create_snapshot(self, sandbox_id: str, name: str,
+                        labels: dict[str, str] | None = None) -> str:
+        """`docker commit` to sandlot/snapshot:<name>, labelled `sandlot.snapshot=<name>`
+        plus `labels`; returns that image reference."""
+        if not SNAPSHOT_NAME.match(name):
+            raise BackendError("snapshot name must be 1-128 of [A-Za-z0-9_.-], "
+                               "not starting with . or -")
+        container_id = self._inspect(sandbox_id)["Id"]
+        changes = [f"LABEL {key}={json.dumps(value)}"
+                   for key, value in {"sandlot.snapshot": name, **(labels or {})}.items()
+                   if SNAPSHOT_LABEL.match(key)]
+        with self._errors("create snapshot"):
+            self.api.commit(container_id, repository=SNAPSHOT_REPO, tag=name, pause=True,
+                            changes=changes)
+        return self.snapshot_id_for(name)
+
+    def delete_snapshot(self, snapshot_id: str) -> None:
+        """Remove a snapshot image; not found is success, in use is an error."""
+        if not snapshot_id.startswith(f"{SNAPSHOT_REPO}:"):
+            raise BackendError(f"{snapshot_id} is not a sandlot snapshot")
+        try:
+            with self._errors("delete snapshot"):
+                try:
+                    self.api.remove_image(snapshot_id)
+                except docker.errors.NotFound:
+                    return
+        except BackendError as exc:
+            if "conflict" in exc.reason.lower() or "being used" in exc.reason:
+                raise BackendError(f"snapshot {snapshot_id} is in use by a sandbox") from None
+            raise
+
+    def list_templates(self) -> list[TemplateInfo]:
+        """Tagged local images (no registry is consulted)."""
+        with self._errors("list images"):
+            images = self.api.images()
+        tags = {tag for image in images for tag in image.get("RepoTags") or ()
+                if "<none>" not in tag}
+        return [TemplateInfo(id=tag, name=tag) for tag in sorted(tags)]
