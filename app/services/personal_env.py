@@ -77,7 +77,7 @@ def usable(skill: InstalledSkill) -> bool:
             and skill.deleted_at is None)
 
 
-def _declared(skill: InstalledSkill) -> list[dict[str, Any]]:
+def declared(skill: InstalledSkill) -> list[dict[str, Any]]:
     return [e for e in skill.envs or [] if isinstance(e, dict) and e.get("name")]
 
 
@@ -104,7 +104,7 @@ def set_skill_value(who: Who, skill_id: str, raw_name: str, value: str | None) -
     skill = _skill_in_tenant(who, skill_id)
     if skill is None or not usable(skill):
         raise BadRequest(f"skill {skill_id[:64]} is not available in this workspace")
-    if name not in {e["name"] for e in _declared(skill)}:
+    if name not in {e["name"] for e in declared(skill)}:
         raise BadRequest(f"skill {skill.name} does not declare {name}")
     _upsert(who, skill.sandbox_config_id, skill.id, name, value or "")
 
@@ -224,7 +224,7 @@ def list_groups(who: Who) -> list[dict[str, Any]]:
     skills = [s for s in db.session.scalars(select(InstalledSkill).where(
         InstalledSkill.tenant_id == who.tenant_id, InstalledSkill.deleted_at.is_(None),
         InstalledSkill.enabled.is_(True), InstalledSkill.status == InstallStatus.ready)
-        .order_by(InstalledSkill.name, InstalledSkill.id)) if _declared(s)]
+        .order_by(InstalledSkill.name, InstalledSkill.id)) if declared(s)]
     own = {(r.sandbox_config_id, r.skill_id, r.name): r for r in read_own(who)}
     return [_group(config, [s for s in skills if s.sandbox_config_id == config.id], own)
             for config in configs]
@@ -244,7 +244,7 @@ def _group(config: SandboxConfig, skills: list[InstalledSkill],
             "vars": [_view(e["name"], e.get("description") or None, bool(e.get("required")),
                            bool((s.env_values or {}).get(e["name"])),
                            own.get((config.id, s.id, e["name"])))
-                     for e in _declared(s)],
+                     for e in declared(s)],
         } for s in skills],
     }
 
