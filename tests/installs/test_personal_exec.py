@@ -106,3 +106,21 @@ def _own(member_id, name):
     row = db.session.scalar(select(PersonalEnvVar).where(
         PersonalEnvVar.principal_id == str(member_id), PersonalEnvVar.name == name))
     return row.value if row else None
+
+
+def test_uninstalling_a_skill_deletes_members_values_scoped_to_it(world):
+    admin, member = world["admin"], world["member"]
+    config = docker_config(admin)
+    data = skill_zip("personal", {"install.sh": INSTALL_SH, "show.sh": SHOW})
+    skill_id = install_zip(admin, config["id"], data).json["data"]["skill_id"]
+    assert wait_for(skill_id, deadline_sec=120).status == "ready"
+    put(member, skill_id, "API_TOKEN", "member-token")
+    put(admin, skill_id, "REGION", "admin-region")
+    assert member.put(f"{ME}/sandbox", json={"sandbox_config_id": config["id"], "name": "WIDE",
+                                             "value": "stays"}).status_code == 200
+    removed = admin.delete(f"/api/v1/sandbox-configs/{config['id']}/skills/{skill_id}")
+    assert removed.status_code == 202, removed.json
+    wait_for(skill_id, gone=True, deadline_sec=120)
+    db.session.remove()
+    left = db.session.scalars(select(PersonalEnvVar)).all()
+    assert [(r.skill_id, r.name) for r in left] == [("", "WIDE")]

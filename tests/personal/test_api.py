@@ -259,3 +259,19 @@ def test_a_value_that_no_longer_decrypts_reads_as_needing_reentry(w):
 
 def _tokens() -> list[str]:
     return sorted(db.session.scalars(select(type_coerce(PersonalEnvVar.value, Text))))
+
+
+def test_deleting_a_config_deletes_members_values_scoped_to_it(w, bearer):
+    a, _, cfg, sk, member, _ = w
+    keep = config(a.tenant, "kept")
+    assert put_skill(member, sk.id, "API_TOKEN").status_code == 200
+    assert put_wide(member, cfg, "GOES").status_code == 200
+    assert put_wide(member, keep, "STAYS").status_code == 200
+    admin = bearer(a.admin, a.tenant)
+    # The sweep config's provider is a closed loopback port: its inventory is unverifiable.
+    response = admin.delete(f"/api/v1/sandbox-configs/{cfg}?force=true")
+    assert response.status_code == 200, response.json
+    db.session.expire_all()
+    left = db.session.scalars(select(PersonalEnvVar)).all()
+    assert [(r.sandbox_config_id, r.name) for r in left] == [(keep, "STAYS")]
+    assert cfg not in {g["sandbox_config_id"] for g in groups(member)}
