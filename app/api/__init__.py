@@ -12,6 +12,7 @@ from app.api import (  # noqa: E402,F401
     jobs,
     members,
     openapi,
+    personal_env,
     sandbox_configs,
     sessions,
     skills,

@@ -52,6 +52,9 @@ class ExecOut(Out):
     truncated: bool
     sandbox_id: str
     reused: bool = Field(description="True when the session's existing sandbox ran it")
+    missing_env: list[str] | None = Field(
+        default=None, description="With `skill`: required variables still unset (a run with "
+        "any is refused with `missing_env`, so a run that happened lists none)")
 
 
 def _own(session_id: str) -> SandboxSession:
@@ -95,7 +98,7 @@ def delete_session(session_id):
 @bp.post("/sessions/<uuid:session_id>/exec")
 @guard(Role.viewer)
 @doc("Run a command in the session's sandbox (created on first use, then reused)",
-     request=ExecIn, response=ExecOut, errors=(400, 403, 404, 423, 503))
+     request=ExecIn, response=ExecOut, errors=(400, 403, 404, 409, 423, 503))
 def exec_in_session(session_id):
     body = parse_body(ExecIn)
     session = _own(str(session_id))

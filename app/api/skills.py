@@ -142,12 +142,25 @@ def list_catalog():
     return ok([project(CatalogEntryOut, view) for view in service.list_catalog(current_tenant())])
 
 
+class AvailableQuery(Strict):
+    sandbox_config_id: str | None = Field(
+        default=None, max_length=64,
+        description="Only that config's skills, each as {name, description}")
+
+
 @bp.get("/skills")
 @guard(Role.viewer, api_key=REFUSED)
-@doc("Skills agents can use now (enabled and built on a sandbox config)",
-     response=AvailableSkillOut, many=True)
+@doc("Skills agents can use now (enabled and built on a sandbox config); with "
+     "sandbox_config_id, that config's as {name, description}; `skills_available` says "
+     "whether there are any", query=AvailableQuery, response=AvailableSkillOut, many=True,
+     errors=(400, 404))
 def list_available_skills():
-    return ok([project(AvailableSkillOut, s) for s in service.list_available(current_tenant())])
+    query = parse_query(AvailableQuery)
+    if query.sandbox_config_id:
+        skills = service.list_available_on(current_tenant(), query.sandbox_config_id)
+        return ok(skills, skills_available=bool(skills))
+    rows = [project(AvailableSkillOut, s) for s in service.list_available(current_tenant())]
+    return ok(rows, skills_available=bool(rows))
 
 
 @bp.post("/skills/catalog")

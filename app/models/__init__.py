@@ -5,6 +5,7 @@ from app.models.audit import AuditEvent
 from app.models.invitation import Invitation, InvitationStatus
 from app.models.job import Job, JobStatus
 from app.models.login_session import LoginSession
+from app.models.personal_env import PersonalEnvVar
 from app.models.sandbox_config import SandboxConfig
 from app.models.session import BindingState, SandboxSession
 from app.models.skill import InstalledSkill, InstallStatus, SkillCatalogEntry
@@ -21,7 +22,7 @@ from app.models.user import User
 
 __all__ = [
     "ROLE_ORDER", "ApiKey", "AuditEvent", "Invitation", "InvitationStatus", "Job", "JobStatus",
-    "LoginSession", "Membership", "Role",
+    "LoginSession", "Membership", "PersonalEnvVar", "Role",
     "BindingState", "SandboxConfig", "SandboxSession", "Tenant", "User",
     "InstallStatus", "InstalledSkill", "SkillCatalogEntry", "EventKind", "SkillImageLease",
     "SkillInstallEvent", "SkillSnapshot", "SnapshotState", "SnapshotTrigger",

@@ -25,7 +25,7 @@ from app.extensions import db
 from app.models import InstalledSkill, InstallStatus, Role, SandboxConfig, Tenant
 from app.models.sandbox_config import CORDON_LEASE
 from app.models.types import utcnow
-from app.services import Actor, audit, endpoints, sandbox_check_parts, sandbox_doc
+from app.services import Actor, audit, endpoints, personal_env, sandbox_check_parts, sandbox_doc
 from app.services.installs import image as skill_image
 
 log = logging.getLogger("sandlot.sandbox_configs")
@@ -164,6 +164,7 @@ def delete_config(tenant: Tenant, actor: Actor, row: SandboxConfig, force: bool 
     db.session.execute(update(SandboxConfig).where(SandboxConfig.id == row.id)
                        .values(deleted_at=utcnow(), cordoned_at=None))
     bundles = _forget_skills(row)
+    personal_env.forget_config(row.id)  # members' values scoped to it go too (decisions 9)
     audit.record(tenant, actor, "sandbox_config.deleted", "sandbox_config", row.id,
                  {"name": row.name, "forced": force})
     db.session.commit()

@@ -32,10 +32,17 @@ from app.backends.base import (
 from app.errors import Forbidden, NotFound, Unavailable, ValidationFailed
 from app.extensions import db
 from app.models import BindingState, SandboxConfig, SandboxSession, Tenant, User
-from app.models.skill import InstalledSkill, InstallStatus
 from app.models.types import utcnow
-from app.services import audit, sandbox_check_parts, sandbox_doc
+from app.services import (
+    audit,
+    env_resolver,
+    exec_capture,
+    sandbox_check_parts,
+    sandbox_doc,
+    skill_exec,
+)
 from app.services.installs import image as skill_image
+from app.services.personal_env import Who
 from app.services.sandbox_configs import backend_for, cordoned
 
 log = logging.getLogger("sandlot.sessions")
@@ -57,6 +64,7 @@ class ExecOutcome:
     truncated: bool
     sandbox_id: str
     reused: bool
+    missing_env: list[str] | None = None
 
 
 # -- sessions -----------------------------------------------------------------------------
@@ -129,52 +137,36 @@ def exec_command(tenant: Tenant, user: User, session: SandboxSession, command: s
         raise cordoned()
     doc = config.config
     timeout = timeout_sec or doc.get("default_timeout_sec") or DEFAULT_EXEC_TIMEOUT
-    env, cwd = skill_runtime(config, skill) if skill else ({}, None)
+    who = Who.user(tenant, user)
+    installed = skill_exec.usable_skill(config, skill) if skill else None
+    # The caller's layers (reference 8.4); unreadable values refuse the run here.
+    resolution = env_resolver.resolve(who, config.id, installed)
+    if installed is not None and resolution.missing:
+        raise env_resolver.refuse_missing(installed.name, resolution.missing)
+    env, cwd = dict(resolution.env), None
+    run, capture_to = command, None
+    if installed is not None:
+        runtime, cwd = skill_exec.skill_runtime(installed)
+        env.update(runtime)
+        if resolution.capturable:
+            capture_to = exec_capture.capture_dir()
+            run = exec_capture.wrap(command, resolution.capturable, capture_to)
     with _provider():
         backend = _backend(session, doc)
         sandbox_id, reused = ensure_sandbox(session, config, backend)
         try:
-            result = backend.exec(sandbox_id, command, cwd=cwd, env=env, timeout_sec=timeout,
+            result = backend.exec(sandbox_id, run, cwd=cwd, env=env, timeout_sec=timeout,
                                   output_limit=OUTPUT_LIMIT)
         except SandboxNotFound:  # it died between the check and the exec: replace it once
             _unbind(session)
             sandbox_id, reused = ensure_sandbox(session, config, backend)
-            result = backend.exec(sandbox_id, command, cwd=cwd, env=env, timeout_sec=timeout,
+            result = backend.exec(sandbox_id, run, cwd=cwd, env=env, timeout_sec=timeout,
                                   output_limit=OUTPUT_LIMIT)
+        if capture_to is not None and installed is not None:
+            skill_exec.capture(backend, sandbox_id, who, installed, capture_to, result)
     _touch(session)
-    return _outcome(result, sandbox_id, reused)
-
-
-SKILLS_ROOT = "/opt/weknora/tenant/skills"
-OUTPUT_DIR, INPUT_DIR = "/workspace/output", "/workspace/input"
-# The sandbox images' PATH (scripts/sandbox-image.sh), after the skill's own .venv/bin.
-BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-
-def skill_runtime(config: SandboxConfig, name: str) -> tuple[dict[str, str], str]:
-    """The environment and working directory of a run of installed skill `name`.
-
-    The skill must be enabled and in the image: ready, or still served from the previous
-    build while an upgrade runs or after it failed (reference 1.7). The names stay the
-    reference's (WEKNORA_*) so skills written for it run unchanged; the admin's values
-    for the skill's declared variables come first, the injected names win over them.
-    """
-    installed = db.session.scalar(select(InstalledSkill).where(
-        InstalledSkill.sandbox_config_id == config.id, InstalledSkill.name == name,
-        InstalledSkill.enabled.is_(True), InstalledSkill.deleted_at.is_(None)))
-    usable = installed is not None and (installed.status == InstallStatus.ready
-                                        or (installed.served and installed.status
-                                            != InstallStatus.removing))
-    if not usable:
-        raise NotFound(f"No ready skill named {name!r} is installed on this sandbox config.")
-    skill_dir = f"{SKILLS_ROOT}/{installed.name}"
-    declared = {e.get("name") for e in installed.envs or []}
-    env = {k: v for k, v in (installed.env_values or {}).items() if k in declared and v}
-    env.update({"WEKNORA_SKILL_DIR": skill_dir, "WEKNORA_SKILL_OUTPUT_DIR": OUTPUT_DIR,
-                "WEKNORA_SKILL_HISTORY_ROOT": OUTPUT_DIR, "WEKNORA_SESSION_INPUT_DIR": INPUT_DIR,
-                "NODE_PATH": f"{skill_dir}/node_modules",
-                "PATH": f"{skill_dir}/.venv/bin:{skill_dir}/node_modules/.bin:{BASE_PATH}"})
-    return env, skill_dir
+    return dataclasses.replace(_outcome(result, sandbox_id, reused),
+                               missing_env=resolution.missing if installed else None)
 
 
 def ensure_sandbox(session: SandboxSession, config: SandboxConfig,

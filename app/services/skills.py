@@ -251,6 +251,26 @@ def list_available(tenant: Tenant) -> list[dict[str, Any]]:
     return sorted(found.values(), key=lambda s: s["name"])
 
 
+def list_available_on(tenant: Tenant, config_id: str) -> list[dict[str, str]]:
+    """GET /skills?sandbox_config_id=: the skills agents on that config can run now, as
+    {name, description}: enabled, and ready (or still served from the previous build while
+    an upgrade runs, exactly what a session exec accepts). A foreign config is a 404."""
+    if config_id not in _live_configs(tenant):
+        raise NotFound("No such sandbox config in this workspace.")
+    rows = db.session.scalars(select(InstalledSkill).where(
+        InstalledSkill.tenant_id == tenant.id, InstalledSkill.sandbox_config_id == config_id,
+        InstalledSkill.deleted_at.is_(None), InstalledSkill.enabled.is_(True))
+        .order_by(InstalledSkill.name, InstalledSkill.id))
+    found = []
+    for row in rows:
+        if row.status == InstallStatus.ready:
+            found.append({"name": row.name, "description": row.description})
+        elif row.served and row.status != InstallStatus.removing:
+            found.append({"name": row.name,
+                          "description": row.served.get("description") or row.description})
+    return found
+
+
 def list_files(entry: SkillCatalogEntry) -> list[dict[str, Any]]:
     with _bundle(entry) as archive:
         return skill_files.list_files(archive)

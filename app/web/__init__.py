@@ -13,6 +13,7 @@ from app.web import (  # noqa: E402,F401
     invitations,
     jobs,
     members,
+    personal_env,
     playground,
     sandbox_check,
     sandboxes,

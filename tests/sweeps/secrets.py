@@ -56,11 +56,31 @@ def _installed_skill_env(tenant, secret: str) -> None:
     make_installed_skill(tenant, secret=secret)
 
 
+def _personal_env_value(tenant, secret: str) -> None:
+    """A member's own config-wide value `secret` on the tenant's newest config."""
+    from app.models import PersonalEnvVar, SandboxConfig
+    from app.models.personal_env import CONFIG_WIDE, PRINCIPAL_USER
+    from tests import factories
+    from tests.sweeps.routes import make_sandbox_config
+
+    members = sorted(tenant.memberships, key=lambda m: m.id)
+    user = members[0].user if members else factories.make_user(
+        f"canary-{uuid.uuid4().hex[:8]}@sweep.test", tenant, "owner")
+    config_id = db.session.scalar(select(SandboxConfig.id).where(
+        SandboxConfig.tenant_id == tenant.id)) or make_sandbox_config(tenant)
+    db.session.add(PersonalEnvVar(
+        id=str(uuid.uuid4()), tenant_id=tenant.id, principal_type=PRINCIPAL_USER,
+        principal_id=str(user.id), sandbox_config_id=config_id, skill_id=CONFIG_WIDE,
+        name=f"CANARY_{uuid.uuid4().hex[:6].upper()}", value=secret))
+    db.session.commit()
+
+
 # "table.column" -> store `secret` in that column for `tenant` (one row).
 SEEDERS: dict[str, Callable[[Any, str], None]] = {
     "sandbox_configs.config": _sandbox_config,
     "sandbox_sessions.traffic_token": _session_traffic_token,
     "installed_skills.env_values": _installed_skill_env,
+    "personal_env_vars.value": _personal_env_value,
 }
 
 

@@ -145,6 +145,5 @@ def test_viewer_sees_no_admin_navigation(page, world):
     assert page.get_by_role("link", name="Sandboxes", exact=True).count() == 1
     assert page.get_by_role("link", name="Playground", exact=True).count() == 1
     assert page.get_by_role("link", name="Skills", exact=True).count() == 1
-    soon = page.locator(".nav-item.is-disabled")
-    assert soon.count() == 1
-    assert soon.first.get_attribute("title") == "Arrives in a later release"
+    assert page.get_by_role("link", name="Personal variables", exact=True).count() == 1
+    assert page.locator(".nav-item.is-disabled").count() == 0

@@ -103,12 +103,12 @@ def test_responses_vary_on_hx_request(two_tenants, login_as):
     assert "HX-Request" in response.headers.get("Vary", "")
 
 
-def test_future_sections_are_disabled_items_not_links(two_tenants, login_as):
+@pytest.mark.parametrize("role", list(Role))
+def test_personal_variables_is_a_link_for_every_role(two_tenants, login_as, role):
     a, _ = two_tenants
-    page = text(login_as(a.owner, a.tenant).get("/"))
-    assert "<span>Personal variables</span>" in page
-    assert page.count('aria-disabled="true" title="Arrives in a later release"') == 1
-    assert 'href="/env-vars' not in page
+    page = text(login_as(a.by_role[role], a.tenant).get("/"))
+    assert 'href="/personal-variables"' in page
+    assert 'title="Arrives in a later release"' not in page and "nav-soon" not in page
 
 
 @pytest.mark.parametrize("role", list(Role))

@@ -25,7 +25,7 @@ from app.models import (
     SnapshotTrigger,
 )
 from app.models.types import utcnow
-from app.services import sandbox_doc
+from app.services import personal_env, sandbox_doc
 from app.services import skills as catalog
 from app.services.installs import image, plan
 from app.services.installs.run import Run
@@ -84,7 +84,9 @@ class RemovalRun(Run):
     def forget(self) -> None:
         """Soft-delete the row; its pinned archive goes once nothing names it."""
         bundle_ref = self.row.bundle_ref
-        self.update_row(deleted_at=utcnow(), installing_since=None, env_values=None)
+        if self.update_row(deleted_at=utcnow(), installing_since=None, env_values=None):
+            personal_env.forget_skill(self.skill_id)  # members' values go with it (decisions 9)
+            db.session.commit()
         if bundle_ref:
             catalog.collect(self.tenant_id, bundle_ref)
 
