@@ -5,7 +5,6 @@ value; clearing falls back to the workspace value. Screenshots at 1440 and 390 p
 
 from __future__ import annotations
 
-import io
 import re
 import time
 
@@ -13,13 +12,14 @@ import pytest
 from sqlalchemy import select
 
 from app.extensions import db
-from app.models import InstalledSkill, SandboxConfig, SandboxSession, Tenant, User
-from app.services import audit, installed_skills, sessions, skills
-from app.services import sandbox_configs as service
-from app.services.installs import image
+from app.models import InstalledSkill, SandboxConfig
+from app.services import audit, installed_skills, sessions
 from tests.fakes.skill_archives import make_zip, skill_md
 from tests.web.test_browser import shot, sign_in
-from tests.web.test_browser_playground import workspace  # noqa: F401 - fixture
+from tests.web.test_browser_playground import (
+    installed_skill,
+    workspace,  # noqa: F401 - fixture
+)
 
 pytestmark = pytest.mark.browser
 TAB_TIMEOUT_MS = 20_000
@@ -35,18 +35,8 @@ def test_a_members_own_value_reaches_only_their_run(tab, workspace, app):  # noq
         b"version: 1.0.0", b"version: 1.0.0\nenv:\n  - name: GREETING\n"
                            b"    description: who to greet\n    required: true"),
         "install.sh": script})
-    entry = skills.register_upload(workspace.tenant, actor, io.BytesIO(bundle))
-    skill_id = skills.install(workspace.tenant, actor, entry, [config.id])[0][config.id]
-    try:
+    with installed_skill(workspace, config, bundle) as skill_id:
         _story(tab, workspace, skill_id, actor)
-    finally:  # sessions first: their containers use the snapshot image
-        db.session.rollback()
-        for session in db.session.scalars(select(SandboxSession)).all():
-            sessions.delete_session(db.session.get(Tenant, session.tenant_id),
-                                    db.session.get(User, session.user_id), session)
-        backend = service.backend_for(db.session.get(SandboxConfig, config.id).config)
-        assert image.release_all(db.session.get(SandboxConfig, config.id), backend) == []
-        backend.close()
 
 
 def _ready(skill_id: str) -> InstalledSkill:

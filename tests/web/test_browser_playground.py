@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from sqlalchemy import select
@@ -102,11 +103,8 @@ def test_a_member_runs_a_command_twice_in_the_same_sandbox(tab, workspace):
 def test_a_member_runs_an_installed_skill_from_the_playground(tab, workspace, app):
     """Done-when of issue 10 in the browser: a skill installed by the real job is offered in
     the Playground, and its run sees the skill's directory and the admin's value."""
-    import io
 
     from app.models import SandboxConfig
-    from app.services import skills
-    from app.services.installs import image
     from tests.fakes.skill_archives import make_zip, skill_md
 
     config = db.session.scalar(select(SandboxConfig))
@@ -115,11 +113,26 @@ def test_a_member_runs_an_installed_skill_from_the_playground(tab, workspace, ap
               b"echo 'print(\"hello\", __import__(\"os\").environ[\"GREETING\"])' > hi.py\n")
     bundle = make_zip({"SKILL.md": skill_md("greeter", body="Uses GREETING.\n").replace(
         b"version: 1.0.0", b"version: 1.0.0\nenv:\n  - name: GREETING"), "install.sh": script})
-    entry = skills.register_upload(workspace.tenant, actor, io.BytesIO(bundle))
-    skill_id = skills.install(workspace.tenant, actor, entry, [config.id])[0][config.id]
-    try:
+    with installed_skill(workspace, config, bundle) as skill_id:
         _run_skill_in_the_playground(tab, workspace, skill_id, actor)
-    finally:  # sessions first: their containers use the snapshot image
+
+
+@contextmanager
+def installed_skill(workspace, config, bundle: bytes) -> Iterator[str]:
+    """`bundle` registered and installed on `config` by the real job; afterwards the
+    sessions are ended first (their containers use the snapshot image), then every
+    snapshot of the config is released."""
+    import io
+
+    from app.models import SandboxConfig
+    from app.services import skills
+    from app.services.installs import image
+
+    actor = audit.SystemActor(workspace.admin.email)
+    entry = skills.register_upload(workspace.tenant, actor, io.BytesIO(bundle))
+    try:
+        yield skills.install(workspace.tenant, actor, entry, [config.id])[0][config.id]
+    finally:
         db.session.rollback()
         for session in db.session.scalars(select(SandboxSession)).all():
             sessions.delete_session(db.session.get(Tenant, session.tenant_id),
