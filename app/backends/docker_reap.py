@@ -4,9 +4,12 @@
 an ordinary command. A process that left the group (`setsid`, a daemon) survives that,
 and may keep the sandbox's process budget, CPU or output stream. After a timeout the
 backend therefore kills, from the host, every process of the container's cgroup that
-started at or after the exec began, except the container's init and what belongs to
-another exec still running there. Orphans are reparented to the container's init, so
-"started during the exec and not under another live exec" is what identifies them.
+started at or after the exec began, except the container's init, its main process and
+what belongs to another exec still running there. Orphans are reparented to the
+container's init, so "started during the exec and not under another live exec" is what
+identifies them. The main process (`sleep infinity`, forked by the init) is told apart
+by being the init's earliest child: on a busy host it can start in the same clock tick
+as an exec sent right after the container started, or later.
 
 Needs the engine on this host and root (the same conditions as egress enforcement);
 elsewhere only the process-group kill applies.
@@ -89,14 +92,24 @@ def _under(pid: int, parents: dict[int, int], roots: set[int]) -> bool:
     return pid in roots
 
 
+def _main_process(init_pid: int, stats: dict[int, tuple[int, int, bool]]) -> int | None:
+    """The container's main process: the init's first child (earliest start, then
+    lowest pid). Orphans reparented to the init always start after it."""
+    children = [(start, pid) for pid, (parent, start, _) in stats.items()
+                if parent == init_pid]
+    return min(children)[1] if children else None
+
+
 def reap(init_pid: int, since_ticks: int, protected_roots: set[int]) -> int:
     """SIGKILL every process of the container started at or after `since_ticks` that
-    is not its init nor under one of `protected_roots` (other live execs); the count."""
+    is not its init, its main process nor under one of `protected_roots` (other live
+    execs); the count."""
     found = _cgroup(init_pid) if init_pid > 1 else None
     if found is None or found[0].endswith(":/"):
         return 0  # not in a container's own cgroup: never sweep the host's
     cgroup_line, procs = found
     killed = 0
+    main = None
     deadline = time.monotonic() + WAIT_SEC
     while time.monotonic() < deadline:
         try:
@@ -105,8 +118,9 @@ def reap(init_pid: int, since_ticks: int, protected_roots: set[int]) -> int:
             return killed
         stats = {pid: stat for pid in pids if (stat := _stat(pid))}
         parents = {pid: stat[0] for pid, stat in stats.items()}
+        main = main or _main_process(init_pid, stats)
         left = [pid for pid, (_, start, _) in stats.items()
-                if pid != init_pid and start >= since_ticks
+                if pid not in (init_pid, main) and start >= since_ticks
                 and not _under(pid, parents, protected_roots)]
         if not left:
             return killed

@@ -177,6 +177,27 @@ def test_at_timeout_every_process_the_command_started_is_killed(docker_harness: 
     assert left == []
 
 
+def test_a_sweep_spares_the_init_and_main_process_even_when_they_look_new(
+        docker_harness: Harness):
+    # On a busy host the main process (forked by the init after the engine answered
+    # start) can start in the same clock tick as the exec sent next, or later. A sweep
+    # from before the container existed sees every process as "new": it must still
+    # spare the init and the main process and kill only the command's leftovers.
+    from app.backends import docker_reap
+
+    if not docker_reap.available(docker_harness.backend.settings.host):
+        pytest.skip("the host-side sweep needs the local engine and root")
+    info = _create(docker_harness)
+    docker_harness.backend.exec(info.id, "setsid sleep 304 &", timeout_sec=5)
+    init_pid = docker_harness.backend.api.inspect_container(info.id)["State"]["Pid"]
+
+    docker_reap.reap(init_pid, since_ticks=0, protected_roots=set())
+
+    state = docker_harness.backend.api.inspect_container(info.id)["State"]
+    assert state["Status"] == "running"
+    assert [line for line in _processes(docker_harness, info) if "sleep 30" in line] == []
+
+
 def test_a_timeout_spares_a_concurrent_command(docker_harness: Harness):
     import threading
 
