@@ -82,6 +82,7 @@ class Stream:
     comments: list[str] = field(default_factory=list)
     ended: threading.Event = field(default_factory=threading.Event)
     opened: threading.Event = field(default_factory=threading.Event)
+    stop: threading.Event = field(default_factory=threading.Event)  # set: the client hangs up
     body: bytes = b""
 
     def wait_frames(self, count: int, seconds: float = 10) -> list[dict]:
@@ -102,6 +103,8 @@ def read_stream(base: str, path: str, headers: dict[str, str], limit: float = 30
                 out.opened.set()
                 if response.headers.get("content-type", "").startswith("text/event-stream"):
                     for line in response.iter_lines():
+                        if out.stop.is_set():
+                            break
                         if line.startswith("data: "):
                             out.frames.append(json.loads(line[6:]))
                             out.arrived.append(time.monotonic())
