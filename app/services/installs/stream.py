@@ -226,3 +226,41 @@ def follow_transcript(tenant_id: int, skill_id: str, run_id: str, session_id: st
             return
         db.session.remove()
         _wait(waiter, min(poll, 1.0))
+
+
+# -- a point-in-time view for the Skills page and the Manage drawer (reference 10.2) ----
+
+INSTALL_STAGES = [("accepted", "Accepted"), ("sandbox_ready", "Sandbox ready"),
+                  ("seeding", "Seeding files"), ("seeded", "Files seeded"),
+                  ("agent", "Running the installer"), ("agent_done", "Installer done"),
+                  ("verified", "Verified"), ("done", "Done")]
+REMOVAL_STAGES = [("accepted", "Accepted"), ("sandbox_ready", "Sandbox ready"),
+                  ("removed", "Files removed"), ("done", "Done")]
+
+
+def current(tenant_id: int, row: InstalledSkill) -> dict[str, Any]:
+    """The frame a stream would send first, plus the stage list with the current one
+    marked; `done` is True once the run has a verdict (then no one needs to poll)."""
+    last = _last(tenant_id, row)
+    frame = progress_frame(last) if last is not None else None
+    verdict = terminal_frame(row)
+    if verdict is not None and (frame is None or not frame["done"]):
+        frame = verdict
+    frame = frame or {"percent": 0, "stage": "accepted", "done": False}
+    stages = REMOVAL_STAGES if row.status == InstallStatus.removing else INSTALL_STAGES
+    names = [name for name, _ in stages]
+    stage = "agent" if frame["stage"] == "verify_note" else frame["stage"]
+    at = names.index(stage) if stage in names else (len(names) - 1 if frame["done"] else 0)
+    return {**frame, "stages": [{"name": name, "label": label,
+                                 "state": "done" if i < at or (i == at and stage == "done")
+                                 else "current" if i == at else "todo"}
+                                for i, (name, label) in enumerate(stages)]}
+
+
+def transcript_of(tenant_id: int, row: InstalledSkill) -> list[SkillInstallEvent]:
+    """Every event of the row's current run, oldest first (empty before its first)."""
+    if not row.install_message_id:
+        return []
+    return list(db.session.scalars(select(SkillInstallEvent).where(
+        SkillInstallEvent.tenant_id == tenant_id,
+        SkillInstallEvent.run_id == row.install_message_id).order_by(SkillInstallEvent.seq)))
