@@ -97,8 +97,12 @@ def manage_install_live(skill_id):
     row = _row(skill_id, allow_gone=True)
     if row is None:
         return render_template("skills/_manage_gone.html", live_only=True), STOP_POLLING
-    body = render_template("skills/_manage_live.html", **_context(row))
-    return body, 200 if row.status in stream.IN_FLIGHT else STOP_POLLING
+    if row.status in stream.IN_FLIGHT:
+        return render_template("skills/_manage_live.html", **_context(row))
+    # The verdict: the whole drawer again, since its actions and the declared variables
+    # depend on how the run ended.
+    return render_template("skills/_manage.html", **_context(row)), STOP_POLLING, {
+        "HX-Retarget": "#drawer-slot", "HX-Reswap": "innerHTML"}
 
 
 def _act(skill_id, action, message: str):
