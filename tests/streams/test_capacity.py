@@ -90,6 +90,7 @@ def test_200_open_streams_leave_pages_fast_and_all_streams_live(app_factory, two
         log_for(row).emit("done", 100, status="ready")
         assert all(s.ended.wait(20) for s in streams)
         assert all(s.frames[-1]["stage"] == "done" for s in streams)
+        db.session.remove()  # no transaction of this app outlives the test (PostgreSQL DDL)
 
 
 def test_past_the_cap_a_stream_is_refused_not_queued(app, two_tenants, serve, monkeypatch):
