@@ -36,7 +36,7 @@ run: export FLASK_APP = wsgi
 run: run-install venv sandbox-runtime
 	umask 077 && $(VENV)/bin/flask db upgrade
 	umask 077 && $(VENV)/bin/flask demo seed
-	umask 077 && $(VENV)/bin/gunicorn --workers 1 --threads 8 --bind 127.0.0.1:5000 wsgi:app
+	umask 077 && $(VENV)/bin/gunicorn --config gunicorn.conf.py --bind 127.0.0.1:5000 wsgi:app
 
 worker: export SANDLOT_ENV = development
 worker: export FLASK_APP = wsgi

@@ -65,7 +65,9 @@ def test_every_operation_has_a_success_schema_and_the_error_envelope(app, docume
         if len(success) != 1:
             problems.append(f"{route.id}: success responses {success}")
             continue
-        content = responses[success[0]].get("content", {}).get("application/json", {})
+        body = responses[success[0]].get("content", {})
+        # An event stream (reference 7.3, 7.5) documents text/event-stream instead.
+        content = body.get("application/json") or body.get("text/event-stream") or {}
         if "schema" not in content:
             problems.append(f"{route.id}: no application/json schema for {success[0]}")
         default = responses.get("default", {}).get("content", {}).get("application/json", {})

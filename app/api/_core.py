@@ -38,6 +38,7 @@ class Doc:
     status: int = 200
     errors: tuple[int, ...] = ()
     envelope: bool = True  # False: the body is a bare JSON object (the OpenAPI document)
+    stream: bool = False  # True: the success body is text/event-stream (reference 7.3, 7.5)
     upload: str | None = None  # also takes multipart/form-data with a file in this field
     partial: bool = False  # `success` is false when some targets failed (a 202 fan-out)
 

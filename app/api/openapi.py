@@ -76,6 +76,9 @@ def _operation(rule, view, params, schemas) -> dict[str, Any]:
                 "application/json": {"schema": {"$ref": REF.format(model="ErrorEnvelope")}}}},
         },
     }
+    if info.stream:
+        op["responses"][str(info.status)] = {"description": "Server-sent events", "content": {
+            "text/event-stream": {"schema": {"type": "string"}}}}
     guard: Guard | None = getattr(view, "guard", None)
     op["security"] = _security(guard, getattr(view, "public", False))
     if guard is not None:

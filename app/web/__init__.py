@@ -17,5 +17,6 @@ from app.web import (  # noqa: E402,F401
     playground,
     sandbox_check,
     sandboxes,
+    skill_manage,
     skills,
 )

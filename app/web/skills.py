@@ -20,8 +20,9 @@ from werkzeug.datastructures import MultiDict
 from app.auth.guards import guard
 from app.errors import AppError
 from app.extensions import csrf, db, htmx
-from app.models import Role, SkillCatalogEntry
+from app.models import InstalledSkill, Role, SkillCatalogEntry
 from app.services import skills as service
+from app.services.installs import stream
 from app.tenancy import current_tenant, get_or_404, principal, scoped
 from app.web import bp
 from app.web._helpers import notice
@@ -50,6 +51,10 @@ def _views(tenant) -> list[dict[str, Any]]:
         view["installations"].sort(key=lambda i: i["sandbox_config_name"].lower())
         view["failures"] = [i for i in view["installations"]
                             if i["status"] == "failed" and i["error"]]
+        for install in view["installations"]:
+            if install["status"] in BUSY:  # the chip's percent and stage (reference 7.3)
+                row = db.session.get(InstalledSkill, install["skill_id"])
+                install["progress"] = stream.current(tenant.id, row)
     return views
 
 

@@ -206,10 +206,24 @@ def make_installed_skill(tenant, config_id: str | None = None,
         bundle_ref=entry.bundle_ref, bundle_sha256=entry.bundle_sha256,
         status=InstallStatus.ready, enabled=True,
         envs=[{"name": "SWEEP_ENV", "description": "", "required": False}],
-        env_values={"SWEEP_ENV": secret})
+        env_values={"SWEEP_ENV": secret},
+        install_session_id=str(uuid.uuid4()), install_message_id=str(uuid.uuid4()))
     db.session.add(row)
     db.session.commit()
+    _install_transcript(row, secret)
     return row.id
+
+
+def _install_transcript(row, secret: str) -> None:
+    """The finished run's events, as the pipeline writes them, so the install-events and
+    transcript streams have bodies to sweep; the installer echoed the value (masked)."""
+    from app.services.installs.events import EventLog
+
+    events = EventLog(row.tenant_id, row.id, row.install_message_id, secrets=[secret])
+    events.emit("accepted", 10)
+    events.command("sh install.sh", 1)
+    events.output(f"SWEEP_ENV={secret}\n[exit code 0]")
+    events.emit("done", 100, status="ready")
 
 
 def _skill_id(world: factories.TenantUsers) -> str:

@@ -1,0 +1,83 @@
+"""The live views of an install run as server-sent events (reference 7.3, 7.5).
+
+The skill is resolved (404 JSON, no stream) and the wake-up subscription registered
+before the response starts; closing the response only drops the subscription.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from flask import Response, current_app, stream_with_context
+
+from app.api import bp
+from app.api._core import doc
+from app.api.installed_skills import ONE, _skill
+from app.auth.guards import FULL_ACCESS, guard
+from app.errors import Unavailable
+from app.models import Role
+from app.services.installs import notify, stream
+from app.tenancy import current_tenant
+
+_slots_lock = threading.Lock()
+_slots: dict[int, threading.BoundedSemaphore] = {}
+
+
+def _slot() -> threading.BoundedSemaphore:
+    """A per-process cap on open streams, so streams can never take every server thread."""
+    limit = int(current_app.config.get("SKILL_STREAMS_MAX", 224))
+    key = id(current_app._get_current_object())
+    with _slots_lock:
+        slot = _slots.setdefault(key, threading.BoundedSemaphore(limit))
+    if not slot.acquire(blocking=False):
+        raise Unavailable("Too many open event streams on this server; poll the skill or "
+                          "retry shortly.")
+    return slot
+
+
+def _event_stream(skill_id: str, body) -> Response:
+    """Wrap a generator built on an already-entered subscription."""
+    slot = _slot()
+    subscription = notify.subscription(skill_id)
+    waiter = subscription.__enter__()
+    try:
+        response = Response(stream_with_context(body(waiter)), mimetype="text/event-stream",
+                            headers=stream.HEADERS)
+    except BaseException:
+        slot.release()
+        subscription.__exit__(None, None, None)
+        raise
+
+    def closed() -> None:
+        slot.release()
+        subscription.__exit__(None, None, None)
+
+    response.call_on_close(closed)
+    return response
+
+
+@bp.get(f"{ONE}/install-events")
+@guard(Role.admin, api_key=FULL_ACCESS)
+@doc("Live progress of the skill's install or removal as server-sent events: "
+     "`event: message` frames {percent, stage, log?, status?, done}, `: keep-alive` every "
+     "5 s, ending on a done frame (or `detached` after 60 minutes)",
+     errors=(404, 503), stream=True)
+def install_events(config_id, skill_id):
+    row = _skill(config_id, skill_id)
+    tenant_id = current_tenant().id
+    return _event_stream(row.id, lambda waiter: stream.follow_progress(tenant_id, row, waiter))
+
+
+@bp.get(f"{ONE}/transcript")
+@guard(Role.admin, api_key=FULL_ACCESS)
+@doc("The install transcript as server-sent events in the chat stream frame shape "
+     "{id, response_type, content, done, session_id, assistant_message_id, data}, ending "
+     "with `complete`; 204 before the run's first event", errors=(404, 503), stream=True)
+def install_transcript(config_id, skill_id):
+    row = _skill(config_id, skill_id)
+    run_id = stream.transcript_run(row)
+    if run_id is None:
+        return Response(status=204)
+    tenant_id, session_id = current_tenant().id, row.install_session_id or ""
+    return _event_stream(row.id, lambda waiter: stream.follow_transcript(
+        tenant_id, row.id, run_id, session_id, waiter))

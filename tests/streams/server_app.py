@@ -1,0 +1,19 @@
+"""The app for the gunicorn subprocess of the capacity test: the test's database and
+Redis, handed over in SANDLOT_TEST_* variables (as tests/jobs/worker_app.py does)."""
+
+from __future__ import annotations
+
+import os
+
+from flask import Flask
+
+from app import create_app
+
+
+def make_app() -> Flask:
+    return create_app({
+        "ENV": "testing",
+        "SQLALCHEMY_DATABASE_URI": os.environ["SANDLOT_TEST_DATABASE_URL"],
+        "REDIS_URL": os.environ["SANDLOT_TEST_REDIS_URL"],
+        "JOB_QUEUE": "sandlot-test-streams-unused",
+    })

@@ -1,0 +1,121 @@
+"""Open streams cannot starve the app (issue 12 item 3): 200 install-event streams held
+open against a real gunicorn started with the project's gunicorn.conf.py, while GET /login
+stays within a few times its idle latency and every stream still receives a live frame.
+Past SKILL_STREAMS_MAX a stream is refused with 503 instead of taking a page's thread."""
+
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.extensions import db
+from app.models import InstallStatus
+from tests.streams.conftest import make_skill, read_stream, token, url_of
+from tests.streams.test_install_events import log_for
+
+ROOT = Path(__file__).resolve().parents[2]
+STREAMS = 200
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def gunicorn(db_url, redis_url):
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SANDLOT_TEST_DATABASE_URL": db_url,
+           "SANDLOT_TEST_REDIS_URL": redis_url}
+    binary = Path(sys.executable).with_name("gunicorn")
+    server = subprocess.Popen(
+        [str(binary), "--config", str(ROOT / "gunicorn.conf.py"), "--bind", f"127.0.0.1:{port}",
+         "tests.streams.server_app:make_app()"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(base + "/login", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    else:
+        server.kill()
+        pytest.fail("gunicorn did not answer /login within 30 s")
+    yield base
+    server.terminate()
+    server.wait(timeout=20)
+
+
+def _login_latency(base: str, rounds: int = 30) -> float:
+    with httpx.Client(base_url=base, timeout=10) as client:
+        samples = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            assert client.get("/login").status_code == 200
+            samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+def test_200_open_streams_leave_pages_fast_and_all_streams_live(app_factory, two_tenants,
+                                                                gunicorn, redis_url):
+    writer = app_factory(REDIS_URL=redis_url)  # publishes the notice the server listens to
+    with writer.app_context():
+        a, _ = two_tenants
+        row = make_skill(a.tenant)
+        log_for(row).emit("accepted", 10)
+        headers = token(writer, a.admin, a.tenant)
+        idle = _login_latency(gunicorn)
+        streams = [read_stream(gunicorn, url_of(row), headers, limit=120)
+                   for _ in range(STREAMS)]
+        assert all(s.status == 200 for s in streams)
+        assert all(s.wait_frames(1, 20) for s in streams)
+        busy = _login_latency(gunicorn)
+        print(f"GET /login median: idle {idle * 1000:.1f} ms, "
+              f"with {STREAMS} open streams {busy * 1000:.1f} ms")
+        assert busy < max(4 * idle, 0.05), (idle, busy)
+        assert all(not s.ended.is_set() for s in streams)  # all still open, none starved
+        row.status = InstallStatus.ready
+        db.session.commit()
+        log_for(row).emit("done", 100, status="ready")
+        assert all(s.ended.wait(20) for s in streams)
+        assert all(s.frames[-1]["stage"] == "done" for s in streams)
+        db.session.remove()  # no transaction of this app outlives the test (PostgreSQL DDL)
+
+
+def test_past_the_cap_a_stream_is_refused_not_queued(app, two_tenants, serve, monkeypatch):
+    monkeypatch.setitem(app.config, "SKILL_STREAMS_MAX", 2)
+    # A dropped client is noticed at the next write: the keep-alive bounds how long its
+    # slot stays taken.
+    monkeypatch.setitem(app.config, "SKILL_STREAM_KEEPALIVE_SECONDS", 0.3)
+    a, _ = two_tenants
+    row = make_skill(a.tenant)
+    log_for(row).emit("accepted", 10)
+    base, headers = serve(app), token(app, a.admin, a.tenant)
+    held = [read_stream(base, url_of(row), headers, limit=3) for _ in range(2)]
+    assert all(s.wait_frames(1) for s in held)
+    refused = httpx.get(base + url_of(row), headers=headers)
+    assert refused.status_code == 503
+    assert refused.json()["error"]["code"] == "unavailable"
+    for stream in held:
+        stream.stop.set()
+        assert stream.ended.wait(5)
+    deadline = time.monotonic() + 5  # the slots come back once the server notices
+    statuses = []
+    while time.monotonic() < deadline:
+        again = read_stream(base, url_of(row), headers, limit=0.5)
+        statuses.append(again.status)
+        if again.status == 200:
+            break
+        time.sleep(0.2)
+    assert statuses[-1] == 200, statuses

@@ -1,0 +1,128 @@
+"""Issue 12 in Chromium against the live server and the real Docker engine: an admin
+installs a skill, watches the Manage drawer's bar move through the stages to done, reads
+the transcript, sets a declared value, disables and re-enables the skill, and uninstalls
+it with its own progress. Screenshots at 1440x900 and 390x844."""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+
+import pytest
+
+from app.services import audit
+from app.services import sandbox_configs as configs
+from app.services import skills as service
+from tests import factories
+from tests.fakes import skill_registry
+from tests.installs.conftest import _cleanup, _wait_jobs, engine, skill_zip  # noqa: F401
+from tests.web.test_browser import shot, sign_in
+
+pytestmark = [pytest.mark.browser]
+bundle_dir = skill_registry.bundle_dir  # fixture
+SYSTEM = audit.SystemActor("tests")
+TAB_TIMEOUT_MS = 20_000
+VALUE = "browser-canary-value-51c2"
+INSTALL_SH = b"""#!/bin/sh
+echo "Collecting report-tools"
+sleep 3
+echo "Successfully installed report-tools-1.0"
+sleep 3
+echo ok > marker.txt
+"""
+FRONTMATTER = ("env:\n  - name: REPORT_TOKEN\n    description: Token for the report API\n"
+               "    required: true")
+
+
+@pytest.fixture
+def workspace(bundle_dir, engine):  # noqa: F811 (fixture)
+    group = factories.populate("Acme Research")
+    configs.create_config(group.tenant, SYSTEM, "Local Docker", "", {
+        "sandbox_type": "docker", "docker": {"image": "sandlot/sandbox:base",
+                                             "network_mode": "none"}})
+    data = skill_zip("report-tools", {"install.sh": INSTALL_SH},
+                     description="Build weekly reports from CSV exports.",
+                     frontmatter=FRONTMATTER)
+    service.register_upload(group.tenant, SYSTEM, io.BytesIO(data))
+    yield group
+    _wait_jobs()
+    _cleanup(engine)
+
+
+def _both_sizes(tab, name: str) -> None:
+    tab.set_viewport_size({"width": 1440, "height": 900})
+    shot(tab, f"{name}-1440.png")
+    tab.set_viewport_size({"width": 390, "height": 844})
+    assert tab.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    shot(tab, f"{name}-390.png")
+    tab.set_viewport_size({"width": 1440, "height": 900})
+
+
+def test_admin_watches_an_install_to_done_then_manages_and_uninstalls(tab, workspace):
+    tab.set_viewport_size({"width": 1440, "height": 900})
+    sign_in(tab, workspace.admin.email)
+    tab.goto("/skills")
+    card = tab.locator(".skill-card", has_text="report-tools")
+    card.get_by_role("link", name="Install").click()
+    tab.locator(".drawer").get_by_label("Local Docker").check()
+    tab.locator(".drawer").get_by_role("button", name="Install").click()
+    tab.get_by_role("link", name="Done").click()
+
+    chip = card.locator(".chip-installing")
+    chip.locator(".chip-status", has_text="%").wait_for()  # the chip shows the percent
+    card.locator(".chip-link").first.click()
+    drawer = tab.locator("#manage-drawer")
+    bar = drawer.get_by_role("progressbar")
+    seen, shot_taken = [], False
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        value = int(bar.get_attribute("aria-valuenow") or 0)
+        stage = drawer.locator(".progress-stage").inner_text()
+        if not seen or seen[-1] != (value, stage):
+            seen.append((value, stage))
+        if not shot_taken and 35 <= value < 100:
+            drawer.locator(".t-command").first.wait_for()
+            _both_sizes(tab, "skill-manage-installing")
+            shot_taken = True
+        if value == 100:
+            break
+        time.sleep(0.2)
+    values = [v for v, _ in seen]
+    assert values == sorted(values) and values[-1] == 100, seen
+    assert len({s for _, s in seen}) >= 3, seen  # it moved through stages, not a jump
+    assert "Done" in seen[-1][1] or "ready" in seen[-1][1], seen
+    assert shot_taken
+    tab.wait_for_timeout(1500)  # the finished fragment answered 286: polling has ended
+    before = drawer.locator(".stage-list").inner_html()
+    tab.wait_for_timeout(1500)
+    assert drawer.locator(".stage-list").inner_html() == before
+    assert drawer.locator(".stage-done").count() == 8
+
+    # The transcript: the command as code, its output collapsed until opened.
+    assert "$ sh install.sh" in drawer.locator(".t-command").first.inner_text() or \
+        drawer.locator(".t-command").count() >= 1
+    output = drawer.locator(".t-output details", has_text="Successfully installed").first
+    output.locator("summary").click()
+    output.get_by_text("Collecting report-tools").wait_for()
+
+    # A declared value: saved, shown only as "set", never in the page.
+    drawer.get_by_label("Value for REPORT_TOKEN").fill(VALUE)
+    drawer.locator(".env-row", has_text="REPORT_TOKEN").get_by_role("button", name="Save").click()
+    tab.locator(".flash-text", has_text="REPORT_TOKEN saved.").wait_for()
+    drawer.locator(".env-row .badge-ok", has_text="set").wait_for()
+    assert VALUE not in tab.content()
+    _both_sizes(tab, "skill-manage-ready")
+
+    drawer.get_by_role("button", name="Disable").click()
+    tab.locator(".flash-text", has_text="is disabled.").wait_for()
+    drawer.get_by_role("button", name="Enable").click()
+    tab.locator(".flash-text", has_text="is enabled.").wait_for()
+
+    drawer.get_by_role("link", name="Uninstall…").click()
+    drawer.get_by_role("button", name="Yes, uninstall").click()
+    tab.locator(".flash-text", has_text="Uninstall started.").wait_for()
+    drawer.get_by_text("Uninstalled.").wait_for(timeout=90_000)
+    tab.goto("/skills")
+    assert tab.locator(".skill-card", has_text="report-tools").locator(".chip").count() == 0
+    assert re.search(r"No sandbox yet", tab.content())

@@ -1,0 +1,165 @@
+"""The Manage drawer and live chips (reference 10.2, issue 12 items 4-5), server-rendered:
+progress, stages and the transcript from the durable events; polling that ends by itself
+(286); actions answering with the drawer and a message; Admin-only; values never shown."""
+
+from __future__ import annotations
+
+import time
+
+from app.extensions import db
+from app.models import EventKind, InstalledSkill, InstallStatus
+from app.services.installs.events import EventLog
+from tests.conftest import csrf_token
+from tests.streams.conftest import make_skill
+
+SECRET = "manage-canary-value-7d1e"
+
+
+def _installing(tenant) -> InstalledSkill:
+    row = make_skill(tenant)
+    row.envs = [{"name": "API_TOKEN", "description": "The service token", "required": True}]
+    db.session.commit()
+    events = EventLog(row.tenant_id, row.id, row.install_message_id)
+    events.emit("accepted", 10)
+    events.emit("seeding", 28, message="seeding 2 files")
+    events.command(".venv/bin/pip install -r requirements.txt", 1)
+    events.output("Collecting tinypkg\nSuccessfully installed tinypkg-1.0\n[exit code 0]")
+    events.note("no tests found", stage="agent")
+    return row
+
+
+def _post(client, path: str, data: dict | None = None):
+    token = csrf_token(client, "/skills")
+    return client.post(path, data={"csrf_token": token, **(data or {})},
+                       headers={"HX-Request": "true", "X-CSRFToken": token})
+
+
+def test_the_drawer_shows_progress_stages_and_a_readable_transcript(two_tenants, login_as):
+    a, _ = two_tenants
+    row = _installing(a.tenant)
+    admin = login_as(a.admin, a.tenant)
+    page = admin.get(f"/skills/installs/{row.id}", headers={"HX-Request": "true"})
+    html = page.get_data(as_text=True)
+    assert page.status_code == 200
+    assert 'value="38"' in html and "38%" in html
+    assert ('<li class="stage stage-current" aria-current="step">Running the installer</li>'
+            in html)
+    assert "<code>$ .venv/bin/pip install -r requirements.txt</code>" in html
+    assert "<details><summary>Output · 3 lines: [exit code 0]" in html  # collapsed
+    assert '<li class="t-note">no tests found</li>' in html
+    assert 'hx-trigger="every 1s"' in html  # live while installing
+    assert "Stop install" in html and "Guidance" in html and "Unavailable" in html
+    live = admin.get(f"/skills/installs/{row.id}/live")
+    assert live.status_code == 200
+    EventLog(row.tenant_id, row.id, row.install_message_id).failed("pip exited with 1")
+    row.status, row.error = InstallStatus.failed, "pip exited with 1"
+    db.session.commit()
+    ended = admin.get(f"/skills/installs/{row.id}/live")
+    assert ended.status_code == 286  # htmx stops polling
+    body = ended.get_data(as_text=True)
+    assert 'hx-trigger' not in body
+    assert '<li class="t-error" role="alert">pip exited with 1</li>' in body
+
+
+def test_chips_poll_with_percent_until_terminal(two_tenants, login_as):
+    a, _ = two_tenants
+    row = _installing(a.tenant)
+    viewer = login_as(a.viewer, a.tenant)
+    chip = viewer.get(f"/skills/installs/{row.id}/chip")
+    html = chip.get_data(as_text=True)
+    assert chip.status_code == 200 and "38% · agent" in html and 'hx-trigger="every 2s"' in html
+    assert "chip-link" not in html  # a viewer gets no link to the drawer
+    admin_chip = login_as(a.admin, a.tenant).get(f"/skills/installs/{row.id}/chip")
+    assert 'class="chip-link"' in admin_chip.get_data(as_text=True)
+    row.status = InstallStatus.ready
+    db.session.commit()
+    done = viewer.get(f"/skills/installs/{row.id}/chip")
+    assert done.status_code == 286 and "hx-trigger" not in done.get_data(as_text=True)
+    row.deleted_at = row.updated_at
+    db.session.commit()
+    gone = viewer.get(f"/skills/installs/{row.id}/chip")
+    assert gone.status_code == 286 and gone.get_data(as_text=True) == ""
+
+
+def test_a_viewer_gets_403_and_another_workspace_gets_404(two_tenants, login_as):
+    a, b = two_tenants
+    row = _installing(a.tenant)
+    viewer = login_as(a.viewer, a.tenant)
+    assert viewer.get(f"/skills/installs/{row.id}").status_code == 403
+    for action in ("stop", "reinstall", "enabled", "env", "uninstall"):
+        assert _post(viewer, f"/skills/installs/{row.id}/{action}").status_code == 403, action
+    other = login_as(b.admin, b.tenant)
+    assert other.get(f"/skills/installs/{row.id}").status_code == 404
+    assert _post(other, f"/skills/installs/{row.id}/stop").status_code == 404
+    assert other.get(f"/skills/installs/{row.id}/chip").status_code == 404
+    db.session.refresh(row)
+    assert row.status == InstallStatus.installing
+
+
+def test_env_values_are_set_and_cleared_but_never_rendered(two_tenants, login_as):
+    a, _ = two_tenants
+    row = _installing(a.tenant)
+    row.status = InstallStatus.ready
+    db.session.commit()
+    admin = login_as(a.admin, a.tenant)
+    base = f"/skills/installs/{row.id}"
+    before = admin.get(base, headers={"HX-Request": "true"}).get_data(as_text=True)
+    assert 'type="password"' in before and ">not set<" in before
+    saved = _post(admin, f"{base}/env", {"name": "API_TOKEN", "value": SECRET})
+    html = saved.get_data(as_text=True)
+    assert saved.status_code == 200 and "API_TOKEN saved." in html and ">set<" in html
+    assert SECRET not in html
+    db.session.refresh(row)
+    assert row.env_values == {"API_TOKEN": SECRET}
+    empty = _post(admin, f"{base}/env", {"name": "API_TOKEN", "value": ""})
+    assert "Enter a value for API_TOKEN" in empty.get_data(as_text=True)
+    unknown = _post(admin, f"{base}/env", {"name": "NOT_DECLARED", "value": "x"})
+    assert "NOT_DECLARED" not in (row.env_values or {}) and unknown.status_code == 200
+    cleared = _post(admin, f"{base}/env", {"name": "API_TOKEN", "clear": "1"})
+    assert "API_TOKEN cleared." in cleared.get_data(as_text=True)
+    db.session.refresh(row)
+    assert not row.env_values
+    assert SECRET not in admin.get(base).get_data(as_text=True)
+
+
+def test_disable_enable_and_stop_answer_with_the_drawer_and_a_message(two_tenants, login_as):
+    a, _ = two_tenants
+    row = _installing(a.tenant)
+    admin = login_as(a.admin, a.tenant)
+    base = f"/skills/installs/{row.id}"
+    off = _post(admin, f"{base}/enabled", {"enabled": "false"}).get_data(as_text=True)
+    assert "is disabled." in off and ">Enable<" in off and 'id="manage-drawer"' in off
+    on = _post(admin, f"{base}/enabled", {"enabled": "true"}).get_data(as_text=True)
+    assert "is enabled." in on and ">Disable<" in on
+    stopped = _post(admin, f"{base}/stop").get_data(as_text=True)
+    assert "Install stopped." in stopped and "Stop install" not in stopped
+    db.session.refresh(row)
+    assert (row.status, row.error) == (InstallStatus.failed, "install stopped")
+    again = _post(admin, f"{base}/stop").get_data(as_text=True)  # failed: unchanged
+    assert 'id="manage-drawer"' in again
+
+
+def test_uninstall_asks_first_then_shows_its_own_progress_to_removed(two_tenants, login_as):
+    a, _ = two_tenants
+    row = _installing(a.tenant)
+    row.status = InstallStatus.ready
+    db.session.commit()
+    admin = login_as(a.admin, a.tenant)
+    base = f"/skills/installs/{row.id}"
+    first = admin.get(base, headers={"HX-Request": "true"}).get_data(as_text=True)
+    assert "Uninstall…" in first and "Yes, uninstall" not in first
+    confirm = admin.get(f"{base}?confirm=uninstall", headers={"HX-Request": "true"})
+    assert "Yes, uninstall" in confirm.get_data(as_text=True)
+    started = _post(admin, f"{base}/uninstall").get_data(as_text=True)
+    assert "Uninstall started." in started
+    deadline = time.monotonic() + 30  # the removal job (in-process) deletes the row
+    while time.monotonic() < deadline:
+        live = admin.get(f"{base}/live")
+        if live.status_code == 286:
+            break
+        assert "Files removed" in live.get_data(as_text=True)  # the removal's stage list
+        time.sleep(0.2)
+    assert live.status_code == 286 and "Uninstalled" in live.get_data(as_text=True)
+    db.session.remove()
+    assert db.session.get(InstalledSkill, row.id).deleted_at is not None
+    assert EventKind.progress  # the removal wrote its own events
