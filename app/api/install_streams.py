@@ -19,20 +19,35 @@ from app.models import Role
 from app.services.installs import notify, stream
 from app.tenancy import current_tenant
 
-_slots_lock = threading.Lock()
-_slots: dict[int, threading.BoundedSemaphore] = {}
+
+class _Slots:
+    """Open streams of one app in this process, counted against the limit read at each
+    open (so a changed SKILL_STREAMS_MAX applies to the next stream)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.open = 0
+
+    def take(self, limit: int) -> bool:
+        with self._lock:
+            if self.open >= limit:
+                return False
+            self.open += 1
+            return True
+
+    def release(self) -> None:
+        with self._lock:
+            self.open -= 1
 
 
-def _slot() -> threading.BoundedSemaphore:
+def _slot() -> _Slots:
     """A per-process cap on open streams, so streams can never take every server thread."""
-    limit = int(current_app.config.get("SKILL_STREAMS_MAX", 224))
-    key = id(current_app._get_current_object())
-    with _slots_lock:
-        slot = _slots.setdefault(key, threading.BoundedSemaphore(limit))
-    if not slot.acquire(blocking=False):
+    app = current_app._get_current_object()
+    slots = app.extensions.setdefault("skill_stream_slots", _Slots())
+    if not slots.take(int(app.config.get("SKILL_STREAMS_MAX", 224))):
         raise Unavailable("Too many open event streams on this server; poll the skill or "
                           "retry shortly.")
-    return slot
+    return slots
 
 
 def _event_stream(skill_id: str, body) -> Response:

@@ -71,6 +71,9 @@ def url_of(row: InstalledSkill, what: str = "install-events") -> str:
     return f"{CONFIGS}/{row.sandbox_config_id}/skills/{row.id}/{what}"
 
 
+_OPEN: list[Stream] = []
+
+
 @dataclass
 class Stream:
     """Frames of one SSE response as they arrive, each with its arrival time."""
@@ -84,6 +87,13 @@ class Stream:
     opened: threading.Event = field(default_factory=threading.Event)
     stop: threading.Event = field(default_factory=threading.Event)  # set: the client hangs up
     body: bytes = b""
+    response: httpx.Response | None = None
+
+    def hang_up(self) -> None:
+        """Close the connection now (a reader blocked between frames wakes at once)."""
+        self.stop.set()
+        if self.response is not None:
+            self.response.close()
 
     def wait_frames(self, count: int, seconds: float = 10) -> list[dict]:
         deadline = time.monotonic() + seconds
@@ -99,6 +109,7 @@ def read_stream(base: str, path: str, headers: dict[str, str], limit: float = 30
     def pump() -> None:
         try:
             with httpx.stream("GET", base + path, headers=headers, timeout=limit) as response:
+                out.response = response
                 out.status, out.headers = response.status_code, dict(response.headers)
                 out.opened.set()
                 if response.headers.get("content-type", "").startswith("text/event-stream"):
@@ -112,16 +123,26 @@ def read_stream(base: str, path: str, headers: dict[str, str], limit: float = 30
                             out.comments.append(line)
                 else:
                     out.body = response.read()
+        except Exception:  # closed by hang_up from another thread: expected
+            if not out.stop.is_set():
+                raise
         finally:
             out.opened.set()
             out.ended.set()
 
+    _OPEN.append(out)
     threading.Thread(target=pump, daemon=True).start()
     assert out.opened.wait(limit), "the stream never answered"
     return out
 
 
-@pytest.fixture
-def streams() -> Iterator[list[Stream]]:
-    opened: list[Stream] = []
-    yield opened
+@pytest.fixture(autouse=True)
+def _hang_up_streams() -> Iterator[None]:
+    """Every stream a test opened is closed at its end, so no server thread keeps following
+    a run into the next test (a keep-alive every few seconds would keep it open for an
+    hour); the server notices at its next write and releases the stream's slot."""
+    yield
+    while _OPEN:
+        stream = _OPEN.pop()
+        stream.hang_up()
+        assert stream.ended.wait(5), "a test stream did not close"

@@ -159,6 +159,13 @@ def follow_progress(tenant_id: int, row: InstalledSkill, waiter: queue.SimpleQue
         if now >= reread:
             verdict = terminal_frame(_row(skill_id))
             if verdict is not None:
+                # Events the run committed before its row changed (read after the row,
+                # so none is lost between the two reads) come before the verdict.
+                for _, frame in _frames_after(tenant_id, skill_id, cursor):
+                    if frame:
+                        yield sse(frame)
+                        if frame["done"]:
+                            return
                 yield sse(verdict)
                 return
             yield ": keep-alive\n\n"
