@@ -137,7 +137,7 @@ def ipv4_cidrs(*, never: bool) -> tuple[str, ...]:
     interval sets refuse overlaps); adjacent ranges stay apart, as the registry names them."""
     nets = sorted(r.network for r in SPECIAL_RANGES if r.never is never and r.network.version == 4)
     return tuple(str(n) for n in nets
-                 if not any(o != n and n.subnet_of(o) for o in nets))  # type: ignore[arg-type]
+                 if not any(o != n and n.subnet_of(o) for o in nets))
 
 
 def opens_by_naming(network: Network) -> bool:

@@ -18,8 +18,9 @@ from app.security import special_ranges
 class UnsafeURL(ValueError):
     """The URL is malformed or reaches an address we refuse.
 
-    `private` is True when the only fault is a private or loopback address, which an
-    operator may allow; everything else (malformed, metadata, link-local...) is not."""
+    `private` is True when the only fault is a private, loopback or other special-use
+    address, which an operator may allow; everything else (malformed, metadata,
+    link-local...) is not."""
 
     def __init__(self, message: str, *, private: bool = False):
         super().__init__(message)
