@@ -236,7 +236,7 @@ class DockerBackend(DockerFiles, DockerImages):
 
         No network at all when the policy allows nothing (no internet access and no
         allow_out) or the config says none. Otherwise its own network whose egress the
-        host enforces (allow > deny > default, host/link-local/private ranges refused).
+        host enforces (allow > deny > default; the host and special-use ranges refused).
         When this host cannot enforce, a restricting policy is an error (never run
         open) and an open policy gets the default bridge.
         """

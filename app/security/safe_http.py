@@ -36,7 +36,7 @@ class FetchError(Exception):
 
 
 class BlockedAddress(FetchError, UnsafeURL):
-    """A hop would reach a private, loopback or link-local address."""
+    """A hop would reach a special-use address (app/security/special_ranges.py)."""
 
 
 class TooLarge(FetchError):
@@ -131,12 +131,12 @@ class SafeHTTPClient:
         for address in addresses:
             if is_never_allowed(address):
                 raise BlockedAddress(f"{parts.hostname} resolves to a link-local, metadata, "
-                                     "unspecified or multicast address, which is never "
-                                     "reachable")
+                                     "unspecified, multicast or reserved address, which is "
+                                     "never reachable")
             if not self.allow_private and not is_public_address(address):
                 raise BlockedAddress(
-                    f"{parts.hostname} resolves to a private, loopback or link-local "
-                    f"address ({address}); skill sources must be public")
+                    f"{parts.hostname} resolves to a private, loopback or other "
+                    f"special-use address ({address}); skill sources must be public")
         return parts.scheme, parts.hostname, port, addresses
 
     def _request(self, url: str, accept: str, deadline: float):

@@ -1,4 +1,5 @@
-"""Outbound URL safety: refuse private, loopback and link-local destinations.
+"""Outbound URL safety: refuse private, loopback, link-local and other special-use
+destinations (app/security/special_ranges.py, the list the sandbox egress rules use too).
 
 Used for provider endpoints (api_url, proxy_url) and, later, skill sources. A target
 is judged by every address its host resolves to, so a public name that points at a
@@ -11,53 +12,36 @@ import ipaddress
 import socket
 from urllib.parse import urlsplit
 
+from app.security import special_ranges
+
 
 class UnsafeURL(ValueError):
     """The URL is malformed or reaches an address we refuse.
 
-    `private` is True when the only fault is a private or loopback address, which an
-    operator may allow; everything else (malformed, metadata, link-local...) is not."""
+    `private` is True when the only fault is a private, loopback or other special-use
+    address, which an operator may allow; everything else (malformed, metadata,
+    link-local...) is not."""
 
     def __init__(self, message: str, *, private: bool = False):
         super().__init__(message)
         self.private = private
 
 
-# Cloud metadata services that sit outside the ranges below (AWS's IPv6 endpoint).
-METADATA = (ipaddress.ip_network("fd00:ec2::254/128"),)
-
-
 def is_never_allowed(address: str) -> bool:
     """Addresses no flag ever opens: link-local (169.254.0.0/16, where metadata services
-    live, and fe80::/10), metadata, unspecified (0.0.0.0, ::) and multicast. IPv6 forms
-    that embed an IPv4 address are judged by that address."""
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address):
-        embedded = ip.ipv4_mapped or ip.sixtofour
-        if embedded is not None and is_never_allowed(str(embedded)):
-            return True
-        if any(ip in net for net in METADATA):
-            return True
-    return ip.is_link_local or ip.is_unspecified or ip.is_multicast
+    live, and fe80::/10), metadata, "this network" and unspecified (0.0.0.0/8, ::),
+    multicast and reserved (240.0.0.0/4). IPv6 forms that embed an IPv4 address are judged
+    by that address. The list is app/security/special_ranges.py, shared with the sandbox
+    egress rules."""
+    return special_ranges.is_never(address)
 
 
 def is_public_address(address: str) -> bool:
-    """True only for globally routable unicast addresses.
-
-    `is_global` also refuses shared address space (100.64.0.0/10, where some clouds
-    keep their metadata service) and documentation ranges; IPv6 forms that embed an
-    IPv4 address (mapped, 6to4) are judged by that address too.
-    """
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped:
-            ip = ip.ipv4_mapped
-        elif ip.sixtofour and not is_public_address(str(ip.sixtofour)):
-            return False
-        elif ip.is_site_local:
-            return False
-    return ip.is_global and not (ip.is_private or ip.is_loopback or ip.is_link_local
-                                 or ip.is_multicast or ip.is_reserved or ip.is_unspecified)
+    """True only for globally reachable unicast addresses: outside every special-use
+    range (private, loopback, shared 100.64.0.0/10 where some clouds keep their metadata
+    service, documentation, benchmarking...), judging IPv6 forms that embed an IPv4
+    address (mapped, 6to4, NAT64) by that address too."""
+    return not special_ranges.is_special(address)
 
 
 def resolve(host: str, port: int, timeout: float = 3.0) -> list[str]:
@@ -93,9 +77,9 @@ def check_url(url: str, *, allow_private: bool, schemes: tuple[str, ...] = ("htt
         # The address itself stays out of the message: a name that resolves inside the
         # operator's network must not map it for the tenant who typed it.
         if is_never_allowed(address):
-            raise UnsafeURL("resolves to a link-local, metadata, unspecified or multicast "
-                            "address, which is never reachable")
+            raise UnsafeURL("resolves to a link-local, metadata, unspecified, multicast or "
+                            "reserved address, which is never reachable")
         if not allow_private and not is_public_address(address):
-            raise UnsafeURL("resolves to a private or loopback address; allowed only when "
-                            "the operator allows private endpoints and the config's "
-                            "allow_private_endpoints is on", private=True)
+            raise UnsafeURL("resolves to a private, loopback or other special-use address; "
+                            "allowed only when the operator allows private endpoints and "
+                            "the config's allow_private_endpoints is on", private=True)

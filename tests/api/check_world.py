@@ -1,12 +1,15 @@
 """A private "internet" for the sandbox check's egress probes, in a network namespace.
 
-Docker sandboxes cannot reach the host or private ranges (decisions 5), so the probe
-targets live at public-looking TEST-NET-2 addresses inside a namespace behind one veth:
-OPEN and DENIED both answer HTTP on PORT. The check sandboxes get their subnets from a
-pool of their own, and traffic from that pool is routed by a policy-routing table that
-knows only the namespace and blackholes everything else, so nothing leaves this machine
-even if enforcement were broken. The egress resolver forwards to an address in the
-namespace where nothing answers DNS: no name is ever looked up outside.
+Docker sandboxes cannot reach the host or any special-use range (decisions 5, issue 11
+item 4: documentation ranges included), so the probe targets live at addresses of
+192.175.48.0/24, which IANA's special-purpose registry marks globally reachable (AS112
+direct delegation, anycast DNS sinks no workstation talks to), inside a namespace behind
+one veth: OPEN and DENIED both answer HTTP on PORT. The check sandboxes get their subnets
+from a pool of their own, and traffic from that pool is routed by a policy-routing table
+that knows only the namespace and blackholes everything else, so nothing leaves this
+machine even if enforcement were broken. The host's own routing gains only NO_DNS's /32
+(the host's veth address has no prefix route). The egress resolver forwards to NO_DNS,
+in the namespace, where nothing answers DNS: no name is ever looked up outside.
 
 Names differ from tests/backends/test_egress.py's world, so both can exist at once.
 """
@@ -31,7 +34,8 @@ from tests.backends.conftest import in_ci, require_docker
 NETNS, VETH_HOST, VETH_NS = "sandlot-check-test", "sltc-host", "sltc-ns"
 ROUTE_TABLE, RULE_PREF = "52116", "5216"
 POOL = "10.216.0.0/16"
-HOST_IP, OPEN, DENIED, NO_DNS = "198.51.100.1", "198.51.100.10", "198.51.100.11", "198.51.100.53"
+NET = "192.175.48"  # globally reachable per IANA
+HOST_IP, OPEN, DENIED, NO_DNS = f"{NET}.1", f"{NET}.10", f"{NET}.11", f"{NET}.53"
 PORT = 8080
 OPEN_URL, DENIED_URL = f"http://{OPEN}:{PORT}/", f"http://{DENIED}:{PORT}/"
 LOCK = Path("/run/lock/sandlot-check-tests.lock")
@@ -102,14 +106,15 @@ def world(tmp: Path) -> Iterator[None]:
         sh("ip", "netns", "add", NETNS)
         sh("ip", "link", "add", VETH_HOST, "type", "veth", "peer", "name", VETH_NS)
         sh("ip", "link", "set", VETH_NS, "netns", NETNS)
-        sh("ip", "addr", "add", f"{HOST_IP}/24", "dev", VETH_HOST)
+        sh("ip", "addr", "add", f"{HOST_IP}/24", "dev", VETH_HOST, "noprefixroute")
         sh("ip", "link", "set", VETH_HOST, "up")
+        sh("ip", "route", "add", f"{NO_DNS}/32", "dev", VETH_HOST)  # the resolver's upstream
         for address in (OPEN, DENIED, NO_DNS):
             sh("ip", "-n", NETNS, "addr", "add", f"{address}/24", "dev", VETH_NS)
         sh("ip", "-n", NETNS, "link", "set", "lo", "up")
         sh("ip", "-n", NETNS, "link", "set", VETH_NS, "up")
         sh("ip", "-n", NETNS, "route", "add", "default", "via", HOST_IP)
-        sh("ip", "route", "add", "198.51.100.0/24", "dev", VETH_HOST, "table", ROUTE_TABLE)
+        sh("ip", "route", "add", f"{NET}.0/24", "dev", VETH_HOST, "table", ROUTE_TABLE)
         sh("ip", "route", "add", "throw", POOL, "table", ROUTE_TABLE)
         sh("ip", "route", "add", "blackhole", "default", "table", ROUTE_TABLE)
         sh("ip", "rule", "add", "pref", RULE_PREF, "from", POOL, "lookup", ROUTE_TABLE)

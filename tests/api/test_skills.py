@@ -359,7 +359,7 @@ def test_a_private_address_source_is_refused_before_connecting(world, app, monke
         site.add("/skill.zip", make_zip(skill_files()))
         response = world["admin"].post(BASE, json={"source": f"{site.url}/skill.zip"})
         assert response.status_code == 400
-        assert "private, loopback or link-local" in response.json["error"]["message"]
+        assert "private, loopback or other special-use" in response.json["error"]["message"]
         assert site.connections == 0
     finally:
         site.stop()

@@ -1,16 +1,19 @@
 """Docker egress enforcement (decisions 5) on the real engine, real nftables, real DNS.
 
 A private "internet" lives in a network namespace this module creates: one veth to the
-host, HTTP servers answering with the address they were reached on (public-looking
-198.18.0.0/24 addresses -- not TEST-NET-3, where this workplace's package registries
-live: a connected route for it would cut the host off them -- a private 192.168.213.10
-and a fake metadata 169.254.169.254) and a test DNS server (zone below) that logs every
-query it sees. The resolver's upstream is that server, and the sandboxes' subnets come
-from a test pool, so no real DNS is used.
+host, HTTP servers answering with the address they were reached on and a test DNS server
+(zone below) that logs every query it sees. Its "public" addresses are in 192.31.196.0/24,
+which IANA's special-purpose registry marks globally reachable (AS112, anycast DNS sinks
+no workstation talks to), so no built-in deny covers them; the special-use, private and
+fake metadata targets (192.0.2.1, 198.18.0.1/.5, 192.168.213.10, 169.254.169.254) live
+there too, as single addresses. The resolver's upstream is that server, and the sandboxes'
+subnets come from a test pool, so no real DNS is used.
 
 Nothing may leave this machine even if enforcement were broken: traffic from the test
 pool is routed by a policy-routing table that knows only the namespace and blackholes
-everything else.
+everything else. The host's own routing gains only the DNS server's /32 (the host's veth
+address is added without its prefix route), so the host keeps reaching everything else,
+including special-use ranges it really uses (here the default gateway is 192.0.2.1).
 """
 
 from __future__ import annotations
@@ -51,15 +54,19 @@ NETNS, VETH_HOST, VETH_NS = "sandlot-egress-test", "sltw-host", "sltw-ns"
 ROUTE_TABLE = "52113"
 RULE_PREF = "5213"
 POOL = "10.214.0.0/16"  # sandbox subnets in this module
-HOST_IP = "198.18.0.1"  # the host's end of the veth
-A, B = "198.18.0.10", "198.18.0.11"
-GOOD, BAD, SVC_SUB, SVC_APEX, SHORT, CNAMED = (f"198.18.0.{n}" for n in range(20, 26))
-DNS_IP = "198.18.0.53"
+NET = "192.31.196"  # globally reachable per IANA: the test world's "internet"
+HOST_IP = f"{NET}.1"  # the host's end of the veth
+A, B = f"{NET}.10", f"{NET}.11"
+GOOD, BAD, SVC_SUB, SVC_APEX, SHORT, CNAMED = (f"{NET}.{n}" for n in range(20, 26))
+DNS_IP = f"{NET}.53"
 PRIVATE_IP = "192.168.213.10"
 METADATA_IP = "169.254.169.254"
+# Special-use targets (issue 11 item 4): documentation and benchmarking addresses.
+TEST_NET_1, BENCHMARK, BENCHMARK_DNS = "192.0.2.1", "198.18.0.1", "198.18.0.5"
+SINGLE = (PRIVATE_IP, METADATA_IP, TEST_NET_1, BENCHMARK, BENCHMARK_DNS)
 NS_ADDRESSES = [f"{ip}/24" for ip in (A, B, GOOD, BAD, SVC_SUB, SVC_APEX, SHORT, CNAMED,
-                                      DNS_IP)] + [f"{PRIVATE_IP}/32", f"{METADATA_IP}/32"]
-ROUTES = ["198.18.0.0/24", "192.168.213.0/24", f"{METADATA_IP}/32"]
+                                      DNS_IP)] + [f"{ip}/32" for ip in SINGLE]
+ROUTES = [f"{NET}.0/24"] + [f"{ip}/32" for ip in SINGLE]
 HTTP_PORT = 8080
 WORLD_LOCK = Path("/run/lock/sandlot-egress-tests.lock")
 ZONE = {
@@ -69,6 +76,7 @@ ZONE = {
     "svc.example": ["A", SVC_APEX, 60],
     "short.test.example": ["A", SHORT, 1],
     "rebind.test.example": ["A", PRIVATE_IP, 60],
+    "benchmark.test.example": ["A", BENCHMARK_DNS, 60],
     "cname.test.example": ["CNAME", "target.elsewhere.example", 60],
     "target.elsewhere.example": ["A", CNAMED, 60],
 }
@@ -207,6 +215,8 @@ class World:
         assert "blackhole default" in table, table
         for route in ROUTES:
             assert f"{route.removesuffix('/32')} dev {VETH_HOST}" in table, table
+        main = sh("ip", "route", "show", "dev", VETH_HOST).stdout
+        assert main.split() == [DNS_IP, "scope", "link"], main  # the host's only route here
 
 
 @pytest.fixture(scope="module")
@@ -222,8 +232,9 @@ def world(tmp_path_factory) -> Iterator[World]:
         sh("ip", "netns", "add", NETNS)
         sh("ip", "link", "add", VETH_HOST, "type", "veth", "peer", "name", VETH_NS)
         sh("ip", "link", "set", VETH_NS, "netns", NETNS)
-        sh("ip", "addr", "add", f"{HOST_IP}/24", "dev", VETH_HOST)
+        sh("ip", "addr", "add", f"{HOST_IP}/24", "dev", VETH_HOST, "noprefixroute")
         sh("ip", "link", "set", VETH_HOST, "up")
+        sh("ip", "route", "add", f"{DNS_IP}/32", "dev", VETH_HOST)  # the resolver's upstream
         for address in NS_ADDRESSES:
             sh("ip", "-n", NETNS, "addr", "add", address, "dev", VETH_NS)
         sh("ip", "-n", NETNS, "link", "set", "lo", "up")
@@ -458,6 +469,35 @@ def test_private_range_only_when_named(world, sandboxes):
                                                       A: "timeout"}
 
 
+def test_special_use_targets_are_unreachable_unless_named(world, sandboxes):
+    """Issue 11 item 4: from an open policy, TEST-NET-1 and the benchmarking range were
+    reachable. Like the private ranges, they open only where allow_out names them."""
+    open_box = sandboxes.create()
+    broad = sandboxes.create(network=policy(allow=("0.0.0.0/0",)))
+    named = sandboxes.create(network=policy(deny_all=True,
+                                            allow=(TEST_NET_1, "198.18.0.0/15")))
+
+    assert probe(sandboxes, open_box, TEST_NET_1, BENCHMARK, A) == {
+        TEST_NET_1: "timeout", BENCHMARK: "timeout", A: reached(A)}
+    assert probe(sandboxes, broad, TEST_NET_1, BENCHMARK) == {
+        TEST_NET_1: "timeout", BENCHMARK: "timeout"}
+    assert probe(sandboxes, named, TEST_NET_1, BENCHMARK, A) == {
+        TEST_NET_1: reached(TEST_NET_1), BENCHMARK: reached(BENCHMARK), A: "timeout"}
+
+
+def test_allowed_name_answered_in_a_special_use_range_is_not_learned(world, sandboxes):
+    sandbox = sandboxes.create(network=policy(deny_all=True,
+                                              allow=("benchmark.test.example",)))
+    open_box = sandboxes.create()
+
+    assert probe(sandboxes, sandbox, "benchmark.test.example") == {
+        "benchmark.test.example": "timeout"}
+    assert "benchmark.test.example" in world.queries()  # answered, and refused anyway
+    assert BENCHMARK_DNS not in nft.learned(egress_id(sandboxes, sandbox))
+    assert probe(sandboxes, open_box, "benchmark.test.example") == {
+        "benchmark.test.example": "timeout"}
+
+
 def test_policy_is_fixed_at_creation(world, sandboxes):
     first = sandboxes.create(network=policy(deny=(B,)))
     second = sandboxes.create(network=policy(deny=(A,)))  # "the config was edited"
@@ -555,15 +595,17 @@ def test_without_enforcement_a_restricting_policy_is_refused(world, sandboxes, m
 
 def test_control_without_our_rules_the_blocked_targets_answer(world, sandboxes, host_server):
     """The blocks above are ours: the same sandbox with its nft rules removed reaches
-    the host, the private and the metadata targets of the test world."""
+    the host, the private, special-use and metadata targets of the test world."""
     sandbox = sandboxes.create(network=policy(deny=(B,)))
     net_id = egress_id(sandboxes, sandbox)
     gateway = sandboxes.backend.egress.load(net_id).gateway
     nft.remove(net_id)
 
-    result = probe(sandboxes, sandbox, METADATA_IP, PRIVATE_IP, B, f"{gateway}:{host_server}")
+    result = probe(sandboxes, sandbox, METADATA_IP, PRIVATE_IP, TEST_NET_1, BENCHMARK, B,
+                   f"{gateway}:{host_server}")
 
     assert result == {METADATA_IP: reached(METADATA_IP), PRIVATE_IP: reached(PRIVATE_IP),
+                      TEST_NET_1: reached(TEST_NET_1), BENCHMARK: reached(BENCHMARK),
                       B: reached(B), f"{gateway}:{host_server}": "ok"}
     sandboxes.backend.delete(sandbox.id)
 
@@ -633,12 +675,13 @@ def test_policy_splits_allow_out_and_keeps_private_ranges_closed_unless_named():
     assert not egress.allows_name("svc.example") and not egress.allows_name("xsvc.example")
     broad = EgressPolicy.from_resolved(ResolvedNetworkPolicy(allow_out=("0.0.0.0/0",)))
     assert broad.private_allow == () and not broad.deny_all
-    assert learnable("198.18.0.5")
+    assert learnable(A)
     assert not any(learnable(ip) for ip in ("10.0.0.1", "172.16.0.1", "192.168.1.1",
-                                            "100.64.0.1", "127.0.0.1", "169.254.169.254"))
+                                            "100.64.0.1", "127.0.0.1", "169.254.169.254",
+                                            "192.0.2.1", "198.18.0.5", "203.0.113.9"))
 
 
-def test_ruleset_order_is_never_then_named_private_then_private_then_allow_deny_default():
+def test_ruleset_order_is_never_then_named_special_then_special_then_allow_deny_default():
     from app.backends.egress.policy import EgressPolicy, SandboxNet
 
     net = SandboxNet("0123456789", "10.213.0.0/28", "10.213.0.1", "192.0.2.53:53",
@@ -652,8 +695,9 @@ def test_ruleset_order_is_never_then_named_private_then_private_then_allow_deny_
         "meta nfproto != ipv4 counter drop",
         "ip daddr { 0.0.0.0/8, 169.254.0.0/16, 224.0.0.0/4, 240.0.0.0/4 } counter drop",
         "ip daddr @sb_0123456789_private return",
-        "ip daddr { 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 } "
-        "counter drop",
+        "ip daddr { 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 172.16.0.0/12, 192.0.0.0/24, "
+        "192.0.2.0/24, 192.88.99.0/24, 192.168.0.0/16, 198.18.0.0/15, 198.51.100.0/24, "
+        "203.0.113.0/24 } counter drop",
         "ip daddr @sb_0123456789_allow return",
         "ip daddr @sb_0123456789_dns return",
         "ip daddr @sb_0123456789_deny counter drop",

@@ -48,7 +48,7 @@ class Network:
 def test_a_loopback_target_is_refused_before_connecting(site):
     site.add("/skill.zip", b"PK\x05\x06" + b"\0" * 18)
     client = SafeHTTPClient(allow_private=False)
-    with pytest.raises(BlockedAddress, match="private, loopback or link-local"):
+    with pytest.raises(BlockedAddress, match="private, loopback or other special-use"):
         client.get(site.url + "/skill.zip", max_bytes=1024)
     assert site.connections == 0
 

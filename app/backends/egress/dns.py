@@ -148,7 +148,7 @@ def _learn(net: SandboxNet, qname: str, response: bytes) -> bytes:
         if learnable(ip):
             ips[ip] = max(ips.get(ip, 0), max(MIN_TTL, rr.ttl))
         else:
-            log.info("sandbox %s: %s -> %s not learned (private or reserved)", net.id, qname, ip)
+            log.info("sandbox %s: %s -> %s not learned (special-use range)", net.id, qname, ip)
     nft.learn(net.id, ips)
     if ips:
         log.info("sandbox %s: %s -> %s", net.id, qname,

@@ -11,7 +11,9 @@ sandbox bridge, so a sandbox is added or removed without touching rule handles:
     input:   iifname vmap @host_iface  -> sb_<id>_host  the host: DNS to the resolver only
 
 Per sandbox, four named sets: sb_<id>_allow (allow_out CIDRs), sb_<id>_private
-(the allow_out entries inside private ranges), sb_<id>_deny (deny_out CIDRs) and
+(the allow_out entries inside special-use ranges, policy.PRIVATE: the name predates the
+wider list and stays so that existing sandboxes' sets are still found), sb_<id>_deny
+(deny_out CIDRs) and
 sb_<id>_dns (IPs learned from DNS answers, each with the record's TTL as timeout).
 
 Every change is one `nft -f -` transaction: all of it applies or none does.

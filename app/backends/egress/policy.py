@@ -1,12 +1,15 @@
 """A sandbox's egress policy as the host enforces it, and the record of one sandbox's
 enforcement (what the state file holds). Pure: no I/O.
 
-Order of decisions for a new outbound connection (nft.py builds exactly this):
+Order of decisions for a new outbound connection (nft.py builds exactly this), from the
+one list of special-use ranges the SSRF guard uses too (app/security/special_ranges.py):
 
-1. never: 0.0.0.0/8, link-local and metadata (169.254.0.0/16), multicast and reserved;
-2. private ranges (10/8, 100.64/10, 127/8, 172.16/12, 192.168/16) only where an
-   `allow_out` entry lies inside them: a broad allow such as 0.0.0.0/0 does not open
-   them, naming 10.1.2.3 or 10.0.0.0/8 does;
+1. never: "this network" (0.0.0.0/8), link-local and metadata (169.254.0.0/16),
+   multicast, reserved and broadcast (224.0.0.0/4, 240.0.0.0/4);
+2. every other special-use range (private, loopback, shared 100.64/10, IETF 192.0.0/24,
+   documentation, benchmarking 198.18/15, the old 6to4 relay) only where an `allow_out`
+   entry lies inside it: a broad allow such as 0.0.0.0/0 does not open them, naming
+   10.1.2.3, 198.18.0.0/15 or 192.0.2.0/24 does;
 3. allow > deny > default: `allow_out` IPs/CIDRs and IPs learned from DNS answers for
    allowed names pass; then `deny_out` drops; then the default (deny-all or open).
 
@@ -21,11 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.backends.base import BackendError, ResolvedNetworkPolicy
+from app.security import special_ranges
 
-NEVER = ("0.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "240.0.0.0/4")
-PRIVATE = ("10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
-_NEVER_NETS = tuple(ipaddress.IPv4Network(n) for n in NEVER)
-_PRIVATE_NETS = tuple(ipaddress.IPv4Network(n) for n in PRIVATE)
+# The IPv4 side of the shared list (IPv6 egress is dropped whole, see nft.py).
+NEVER = special_ranges.ipv4_cidrs(never=True)
+PRIVATE = special_ranges.ipv4_cidrs(never=False)  # special-use ranges allow_out may open
 EGRESS_ID = re.compile(r"^[0-9a-f]{10}$")
 FILE_VERSION = 1
 
@@ -62,18 +65,20 @@ def _domain(entry: str) -> str | None:
 
 
 def is_private(net: ipaddress.IPv4Network) -> bool:
-    return any(net.subnet_of(p) for p in _PRIVATE_NETS)
+    """Does this allow_out entry name (part of) a special-use range it may open?"""
+    return special_ranges.opens_by_naming(net)
 
 
 def learnable(ip: str) -> bool:
-    """May an IP from a DNS answer join the learned set? Never a private, link-local or
-    reserved address: an allowed name must not open the app's database (DNS rebinding).
-    Private targets are reachable only by naming them in allow_out."""
+    """May an IP from a DNS answer join the learned set? Only a globally reachable IPv4
+    address: an allowed name must not open the app's database (DNS rebinding) or any
+    other special-use range. Those are reachable only by naming them in allow_out (then
+    through that entry, whatever DNS says)."""
     try:
         address = ipaddress.IPv4Address(ip)
     except ValueError:
         return False
-    return not any(address in net for net in _NEVER_NETS + _PRIVATE_NETS)
+    return not special_ranges.is_special(address)
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,7 @@ class EgressPolicy:
 
     @property
     def private_allow(self) -> tuple[str, ...]:
-        """The allow_out entries that name (part of) a private range."""
+        """The allow_out entries that name (part of) a special-use range."""
         return tuple(n for n in self.allow if is_private(ipaddress.IPv4Network(n)))
 
     def allows_name(self, name: str) -> bool:
