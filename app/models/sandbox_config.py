@@ -1,4 +1,5 @@
-"""Named sandbox configs (reference 1.1). The whole config document is encrypted at rest."""
+"""Named sandbox configs (reference 1.1). Each secret of the config document is encrypted
+at rest on its own, so a lost key blanks only the secrets it sealed."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from sqlalchemy import ForeignKey, Index, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.extensions import db
-from app.models.types import EncryptedJSON, UTCDateTime, utcnow
+from app.models.types import SecretFieldsJSON, UTCDateTime, utcnow
 
 CORDON_LEASE = timedelta(minutes=2)
 
@@ -28,7 +29,7 @@ class SandboxConfig(db.Model):
     name: Mapped[str] = mapped_column(String(100))
     description: Mapped[str] = mapped_column(Text, default="")
     sandbox_type: Mapped[str] = mapped_column(String(16))
-    config: Mapped[dict[str, Any]] = mapped_column(EncryptedJSON)
+    config: Mapped[dict[str, Any]] = mapped_column(SecretFieldsJSON)
     cordoned_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
