@@ -20,6 +20,7 @@ from pydantic import (
     StrictFloat,
     StrictInt,
     StringConstraints,
+    field_validator,
 )
 from pydantic import ValidationError as PydanticError
 
@@ -92,6 +93,12 @@ class DockerBlock(_Block):
     runtime: str = ""
     idle_ttl_seconds: StrictInt = Seconds
     http_timeout_sec: StrictInt = Field(default=0, ge=0, le=600)
+
+    @field_validator("network_mode", mode="before")
+    @classmethod
+    def _empty_mode_is_default(cls, value: Any) -> Any:
+        # The reference reads "" as the default (bridge); only exactly "" (not spaces).
+        return "bridge" if value == "" else value
 
 
 class Document(_Block):
