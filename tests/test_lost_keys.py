@@ -126,7 +126,9 @@ def test_the_sandboxes_page_and_the_editor_work_and_say_needs_re_entry(world, lo
 
     page = client.get("/sandboxes")
     assert page.status_code == 200
-    assert "Docker" in page.get_data(as_text=True) and "E2B" in page.get_data(as_text=True)
+    html = page.get_data(as_text=True)
+    assert "Docker" in html and "E2B" in html
+    assert html.count("Secrets need re-entry</span>") == 2
     for config_id, count in ((docker_id, 2), (e2b_id, 2)):
         editor = client.get(f"/sandboxes/{config_id}/edit")
         assert editor.status_code == 200

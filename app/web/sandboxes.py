@@ -20,6 +20,7 @@ from app.backends.base import BackendError
 from app.errors import AppError, BadRequest, NotFound, ValidationFailed
 from app.extensions import db, htmx
 from app.models import Role, SandboxConfig
+from app.security import config_secrets
 from app.services import endpoints, network_policy, sandbox_check_parts, sandbox_doc
 from app.services import sandbox_configs as service
 from app.services.sandbox_configs import Inventory
@@ -97,7 +98,8 @@ def card(row: SandboxConfig) -> dict[str, Any]:
     facts += [("TTL", duration(int(ttl))), ("Network", network_summary(doc))]
     return {"id": row.id, "name": row.name, "description": row.description, "kind": kind,
             "kind_label": KIND_LABELS[kind], "target": target, "facts": facts,
-            "desktop": bool(doc.get("desktop_enabled"))}
+            "desktop": bool(doc.get("desktop_enabled")),
+            "lost": len(config_secrets.lost(doc))}
 
 
 def _tab() -> str:
