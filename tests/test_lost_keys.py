@@ -244,3 +244,68 @@ def test_rotate_reports_unreadable_rows_by_id_and_goes_on(app, world, new_key):
     assert "total: 2 rows could not be read" in result.output
     for value in (ENV_VALUE, E2B_KEY, HEADER_VALUE, "fresh-secret", "gAAAAA"):
         assert value not in result.output
+
+
+@pytest.fixture
+def legacy_lost(two_tenants) -> tuple:
+    """A docker config stored the old way (the whole document as one token) under a key
+    that is gone: written raw, as the migration leaves a row no key opens."""
+    import json
+    import uuid
+
+    from cryptography.fernet import Fernet
+    from sqlalchemy import Text, type_coerce
+
+    from app.models.types import utcnow
+
+    a, _ = two_tenants
+    token = Fernet(planted.new_key()).encrypt(json.dumps({
+        "sandbox_type": "docker", "docker": {"image": "img"},
+        "env_vars": {"T": "legacy-secret"}}).encode()).decode()
+    row_id = str(uuid.uuid4())
+    table = SandboxConfig.__table__
+    db.session.execute(table.insert().values(
+        id=row_id, tenant_id=a.tenant.id, name="Legacy", description="",
+        sandbox_type="docker", config=type_coerce(token, Text), created_at=utcnow(),
+        updated_at=utcnow()))
+    db.session.commit()
+    return a, row_id, token
+
+
+def test_an_unreadable_whole_document_row_still_lists_and_can_be_re_entered(
+        legacy_lost, bearer, login_as):
+    a, row_id, token = legacy_lost
+    api = bearer(a.admin, a.tenant)
+    listed = api.get(BASE)
+    assert listed.status_code == 200, listed.json
+    (data,) = [c for c in listed.json["data"] if c["id"] == row_id]
+    assert data["secrets_need_reentry"] == ["config"] and data["sandbox_type"] == "docker"
+    assert api.get(f"{BASE}/{row_id}").status_code == 200
+
+    client = login_as(a.admin, a.tenant)
+    page = client.get("/sandboxes")
+    assert page.status_code == 200 and "Settings need re-entry" in page.get_data(as_text=True)
+    editor = client.get(f"/sandboxes/{row_id}/edit")
+    assert editor.status_code == 200
+    assert "stored settings can no longer be read" in editor.get_data(as_text=True)
+
+    repaired = api.put(f"{BASE}/{row_id}", json={"name": "Legacy", "config": {
+        "sandbox_type": "docker", "docker": {"image": "sandlot/sandbox:base"},
+        "env_vars": {"T": "typed-again"}}})
+    assert repaired.status_code == 200, repaired.json
+    assert repaired.json["data"]["secrets_need_reentry"] == []
+    db.session.expire_all()
+    assert db.session.get(SandboxConfig, row_id).config["env_vars"] == {"T": "typed-again"}
+
+
+def test_an_unreadable_whole_document_row_is_written_back_unchanged(legacy_lost):
+    from sqlalchemy import Text, select, type_coerce
+
+    _, row_id, token = legacy_lost
+    row = db.session.get(SandboxConfig, row_id)
+    row.description = "touched"
+    row.config = row.config  # an unrelated save that carries the document along
+    db.session.commit()
+    raw = db.session.scalar(select(type_coerce(SandboxConfig.__table__.c.config, Text))
+                            .where(SandboxConfig.id == row_id))
+    assert raw == token

@@ -11,7 +11,7 @@ from sqlalchemy import DateTime, Text
 from sqlalchemy.types import TypeDecorator
 
 from app.security import config_secrets
-from app.security.config_secrets import LostMapping, LostSecret
+from app.security.config_secrets import LostDocument, LostMapping, LostSecret
 from app.security.crypto import crypto
 
 
@@ -86,13 +86,16 @@ class SecretFieldsJSON(TypeDecorator):
     cache_ok = True
 
     def process_bind_param(self, value: Any, dialect) -> str | None:
+        if isinstance(value, LostDocument) and value.token:
+            return value.token  # written back unchanged: still recoverable with the old key
         return None if value is None else json.dumps(seal_secrets(value), sort_keys=True)
 
     def process_result_value(self, value: str | None, dialect) -> Any:
         if value is None:
             return None
         if not value.startswith("{"):  # the whole-document token of an older row
-            return json.loads(crypto().decrypt(value))
+            plain = crypto().try_decrypt(value)
+            return LostDocument(value) if plain is None else json.loads(plain)
         return open_secrets(json.loads(value))
 
 

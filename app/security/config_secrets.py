@@ -43,8 +43,17 @@ class LostMapping(dict):
         super().__init__()
         self.token = token
 
-    def __reduce__(self):
-        return (LostMapping, (self.token,))
+    def __reduce__(self):  # copies keep the class, the token and any items filled in
+        return (type(self), (self.token,), None, None, iter(self.items()))
+
+
+class LostDocument(LostMapping):
+    """A whole config document stored as one token (before secrets were sealed one by
+    one) that no key opens: nothing of it can be read. The model fills in the backend
+    from its own column so the config still lists; every setting needs re-entry."""
+
+
+WHOLE = "config"  # the path `lost` reports for a LostDocument: all of it
 
 
 def is_lost(value: Any) -> bool:
@@ -104,7 +113,10 @@ def transform(doc: dict[str, Any], fn: Callable[[str, str], str]) -> dict[str, A
 
 
 def lost(doc: Any) -> list[str]:
-    """Paths of the secrets in `doc` that no longer decrypt ("needs re-entry")."""
+    """Paths of the secrets in `doc` that no longer decrypt ("needs re-entry");
+    [WHOLE] when none of the document can be read."""
+    if isinstance(doc, LostDocument):
+        return [WHOLE]
     return [path for path, holder, key in slots(doc) if isinstance(holder[key], LostSecret)]
 
 
