@@ -11,6 +11,7 @@ from cryptography.fernet import Fernet, InvalidToken
 from app import create_app
 from app.extensions import db
 from app.security import redaction
+from app.security.config_secrets import LostMapping, LostSecret
 from app.security.crypto import Crypto, SecretsUnavailable
 from app.services import secrets as secret_service
 from tests import factories
@@ -53,14 +54,21 @@ def test_rotation_re_encrypts_old_values_under_the_newest_key(app):
     assert rows["b"].secret == "beta-secret" and rows["c"].secret is None
 
 
-def test_reading_with_a_key_that_was_never_used_fails_loudly(app):
+def test_reading_with_a_key_that_was_never_used_reads_unset_and_flagged(app):
+    """Issue 14 item 5: a value no key opens is blank and marked lost, not an exception
+    that fails every request touching the row; written back, it keeps its token."""
     with planted.vault() as table:
         with planted.using_keys(app, [planted.new_key()]):
-            db.session.execute(table.insert(), [{"label": "a", "secret": "s"}])
+            db.session.execute(table.insert(), [{"label": "a", "secret": "s", "doc": {"k": 1}}])
             db.session.commit()
+            before = planted.raw_tokens(table, "secret") + planted.raw_tokens(table, "doc")
         with planted.using_keys(app, [planted.new_key()]):
-            with pytest.raises(SecretsUnavailable):
-                db.session.execute(table.select()).all()
+            (row,) = db.session.execute(table.select()).all()
+            assert row.secret == "" and isinstance(row.secret, LostSecret)
+            assert row.doc == {} and isinstance(row.doc, LostMapping)
+            db.session.execute(table.update().values(secret=row.secret, doc=row.doc))
+            after = planted.raw_tokens(table, "secret") + planted.raw_tokens(table, "doc")
+        assert after == before
 
 
 def test_flask_secrets_rotate_reports_counts_for_every_encrypted_column(app):

@@ -31,6 +31,9 @@ class SkillEnvOut(Out):
     description: str
     required: bool
     is_set: bool = Field(description="Whether an admin value is stored; never the value")
+    needs_reentry: bool = Field(
+        default=False, description="The stored admin values no longer decrypt (the encryption "
+                                   "key changed): they count as unset until entered again")
 
 
 class InstalledSkillOut(Out):

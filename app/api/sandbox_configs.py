@@ -12,6 +12,7 @@ from app.api import bp
 from app.api._core import Out, Strict, doc, ok, parse_body, project
 from app.auth.guards import FULL_ACCESS, guard
 from app.models import Role, SandboxConfig
+from app.security import config_secrets
 from app.services import sandbox_configs as service
 from app.services import sandbox_doc
 from app.tenancy import current_tenant, get_or_404, principal
@@ -23,6 +24,9 @@ class SandboxConfigOut(Out):
     description: str
     sandbox_type: str
     config: dict[str, Any] = Field(description="The config document; every set secret is ***")
+    secrets_need_reentry: list[str] = Field(
+        description="Paths of stored secrets that no longer decrypt (the encryption key "
+                    "changed): they read as unset until entered again")
     created_at: datetime
     updated_at: datetime
 
@@ -69,9 +73,11 @@ class TemplatesOut(Out):
 
 
 def config_out(row: SandboxConfig) -> dict[str, Any]:
+    shown = sandbox_doc.masked(row.config)
     return project(SandboxConfigOut, {
         "id": row.id, "name": row.name, "description": row.description,
-        "sandbox_type": row.sandbox_type, "config": sandbox_doc.masked(row.config),
+        "sandbox_type": row.sandbox_type, "config": shown,
+        "secrets_need_reentry": config_secrets.lost(shown),
         "created_at": row.created_at, "updated_at": row.updated_at,
     })
 

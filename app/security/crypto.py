@@ -30,6 +30,13 @@ class Crypto:
         except InvalidToken as exc:
             raise SecretsUnavailable("a stored secret does not decrypt with SECRETS_KEYS") from exc
 
+    def try_decrypt(self, token: str) -> str | None:
+        """The plaintext, or None when no configured key opens `token` (a lost key)."""
+        try:
+            return self._fernet.decrypt(token.encode()).decode()
+        except InvalidToken:
+            return None
+
     def rotate(self, token: str) -> str:
         """Re-encrypt `token` under the newest key."""
         return self._fernet.rotate(token.encode()).decode()

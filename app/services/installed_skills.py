@@ -17,6 +17,7 @@ from app.errors import AppError, BadRequest, Conflict, NotFound, Unavailable, Va
 from app.extensions import db
 from app.models import InstalledSkill, InstallStatus, SandboxConfig, Tenant
 from app.models.types import utcnow
+from app.security.config_secrets import is_lost
 from app.security.redaction import MASK
 from app.services import Actor, audit, jobs, skill_files
 from app.services import skills as catalog
@@ -59,6 +60,7 @@ def get_installed(config: SandboxConfig, skill_id: str) -> InstalledSkill:
 def view(row: InstalledSkill) -> dict[str, Any]:
     """The reference 3.2 skill object: instructions left out, env values only as is_set."""
     values = row.env_values or {}
+    lost = is_lost(row.env_values)  # the key that sealed them is gone: all need re-entry
     return {
         "id": row.id, "name": row.name, "version": row.version, "description": row.description,
         "enabled": row.enabled, "status": str(row.status), "error": row.error,
@@ -68,7 +70,8 @@ def view(row: InstalledSkill) -> dict[str, Any]:
         "updated_at": row.updated_at,
         "served": {"version": row.served.get("version", "")} if row.served else None,
         "envs": [{"name": e["name"], "description": e.get("description", ""),
-                  "required": bool(e.get("required")), "is_set": bool(values.get(e["name"]))}
+                  "required": bool(e.get("required")), "is_set": bool(values.get(e["name"])),
+                  "needs_reentry": lost}
                  for e in row.envs or []],
     }
 

@@ -8,6 +8,7 @@ mutation refuses with 423 while a cordon holds.
 
 from __future__ import annotations
 
+import copy
 import logging
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -25,6 +26,7 @@ from app.extensions import db
 from app.models import InstalledSkill, InstallStatus, Role, SandboxConfig, Tenant
 from app.models.sandbox_config import CORDON_LEASE
 from app.models.types import utcnow
+from app.security import config_secrets
 from app.services import Actor, audit, endpoints, personal_env, sandbox_check_parts, sandbox_doc
 from app.services.installs import image as skill_image
 
@@ -110,6 +112,8 @@ def take_inventory(row: SandboxConfig, doc: dict[str, Any] | None = None) -> Inv
 
 def create_config(tenant: Tenant, actor: Actor, name: str, description: str,
                   raw: Any) -> SandboxConfig:
+    # `***` with nothing stored is no secret, never the three asterisks (issue 14 item 7).
+    raw = config_secrets.unmask_new(copy.deepcopy(raw))
     name, description, doc = _validated(name, description, lambda: sandbox_doc.validate(raw))
     _check_unique(tenant, name)
     row = SandboxConfig(id=str(uuid.uuid4()), tenant_id=tenant.id, name=name,

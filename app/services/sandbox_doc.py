@@ -20,6 +20,7 @@ from pydantic import (
     StrictFloat,
     StrictInt,
     StringConstraints,
+    field_validator,
 )
 from pydantic import ValidationError as PydanticError
 
@@ -27,6 +28,7 @@ from app.backends.base import CubeRule, HostRule, ResolvedNetworkPolicy, Sandbox
 from app.config import BaseConfig
 from app.errors import ValidationFailed
 from app.security import ssrf
+from app.security.config_secrets import is_lost
 from app.security.redaction import MASK
 from app.services import endpoints, network_policy
 from app.services.network_policy import DENY_ALL, Problems
@@ -91,6 +93,12 @@ class DockerBlock(_Block):
     runtime: str = ""
     idle_ttl_seconds: StrictInt = Seconds
     http_timeout_sec: StrictInt = Field(default=0, ge=0, le=600)
+
+    @field_validator("network_mode", mode="before")
+    @classmethod
+    def _empty_mode_is_default(cls, value: Any) -> Any:
+        # The reference reads "" as the default (bridge); only exactly "" (not spaces).
+        return "bridge" if value == "" else value
 
 
 class Document(_Block):
@@ -318,10 +326,16 @@ def spec_for(doc: dict[str, Any], metadata: dict[str, str],
     return SandboxSpec(
         **limits,
         template=template_of(doc), metadata=dict(metadata),
-        env=dict(doc.get("env_vars") or {}), timeout_sec=timeout_sec or ttl_of(doc),
+        env=readable_env(doc), timeout_sec=timeout_sec or ttl_of(doc),
         network=resolve_policy(doc), desktop=bool(doc.get("desktop_enabled")),
         network_mode=block.get("network_mode", "bridge") if kind == "docker" else "bridge",
     )
+
+
+def readable_env(doc: dict[str, Any]) -> dict[str, str]:
+    """The config's env_vars, without values that no longer decrypt: those are unset until
+    re-entered (reference 1.3), not baked in as empty strings."""
+    return {k: v for k, v in (doc.get("env_vars") or {}).items() if not is_lost(v)}
 
 
 def _norm(value: Any) -> str:

@@ -8,7 +8,8 @@ import copy
 from typing import Any
 
 from app.errors import ValidationFailed
-from app.security.redaction import MASK, keep_or_replace, mask
+from app.security.config_secrets import LostSecret
+from app.security.redaction import MASK, keep_or_replace
 from app.services import endpoints
 from app.services.network_policy import Problems
 
@@ -22,8 +23,17 @@ OPERATOR_OWNED = {"host": "Docker engines are set by the operator: pick one by n
                   "with the engine: pick one by name in docker.engine"}
 
 
+def mask(value: Any) -> str:
+    """A set secret reads `***`, an unset one "". One that no longer decrypts reads "" too
+    but stays a (token-less) LostSecret, so pages can say "needs re-entry"."""
+    if isinstance(value, LostSecret):
+        return LostSecret()
+    return MASK if value else ""
+
+
 def masked(doc: dict[str, Any]) -> dict[str, Any]:
-    """A copy with every set secret replaced by `***` (reference 1.3)."""
+    """A copy with every set secret replaced by `***` (reference 1.3); a secret that no
+    longer decrypts is "" (security.config_secrets.lost lists it)."""
     out = copy.deepcopy(doc)
     for kind in ("cube", "e2b"):
         if out.get(kind):
@@ -119,6 +129,11 @@ class _Keeper:
         keeps = incoming in (None, "", MASK)
         if not keeps:
             return incoming if incoming is not None else ""
+        if isinstance(stored, LostSecret):
+            # Kept blank it would silently become unset; kept as is it stays unusable.
+            self.problems.add(field, "re-enter this secret: the stored value can no longer be "
+                              "read (the encryption key changed), or remove it")
+            return ""
         if not stored:
             # Nothing to keep here; refuse only what was meant to follow (a masked value
             # after a move, or a rule whose secret stayed behind at its old match).

@@ -20,6 +20,7 @@ from app.backends.base import BackendError
 from app.errors import AppError, BadRequest, NotFound, ValidationFailed
 from app.extensions import db, htmx
 from app.models import Role, SandboxConfig
+from app.security import config_secrets
 from app.services import endpoints, network_policy, sandbox_check_parts, sandbox_doc
 from app.services import sandbox_configs as service
 from app.services.sandbox_configs import Inventory
@@ -97,7 +98,9 @@ def card(row: SandboxConfig) -> dict[str, Any]:
     facts += [("TTL", duration(int(ttl))), ("Network", network_summary(doc))]
     return {"id": row.id, "name": row.name, "description": row.description, "kind": kind,
             "kind_label": KIND_LABELS[kind], "target": target, "facts": facts,
-            "desktop": bool(doc.get("desktop_enabled"))}
+            "desktop": bool(doc.get("desktop_enabled")),
+            "lost": len(config_secrets.lost(doc)),
+            "lost_all": config_secrets.lost(doc) == [config_secrets.WHOLE]}
 
 
 def _tab() -> str:
@@ -178,6 +181,10 @@ def endpoint_choices() -> dict[str, Any]:
             "private": endpoints.private_allowed()}
 
 
+LOST_ALL = ("This config's stored settings can no longer be read (the encryption key "
+            "changed). Enter them again and save to repair it.")
+
+
 def _editor(ed: Editor, row: SandboxConfig | None, status: int = 200, **context):
     return _page("sandboxes/_editor.html", status, ed=ed, row=row, kinds=KIND_LABELS,
                  placed=context.pop("placed", {}), endpoint_choices=endpoint_choices(),
@@ -211,7 +218,8 @@ def new_sandbox():
 @guard(Role.admin)
 def edit_sandbox(config_id):
     row = get_or_404(SandboxConfig, str(config_id), "sandbox config")
-    return _editor(Editor.from_doc(_masked(row), row.name, row.description), row)
+    alert = LOST_ALL if config_secrets.lost(row.config) == [config_secrets.WHOLE] else None
+    return _editor(Editor.from_doc(_masked(row), row.name, row.description), row, alert=alert)
 
 
 @bp.post("/sandboxes")

@@ -21,6 +21,7 @@ from typing import Any
 
 from werkzeug.datastructures import MultiDict
 
+from app.security.config_secrets import LostSecret
 from app.security.redaction import MASK
 
 BACKENDS = ("docker", "e2b", "cube")
@@ -59,6 +60,7 @@ class Row:
     children: list[Row] = field(default_factory=list)
     stored: bool = False  # its secret has a saved value: blank keeps it
     typed: bool = False  # a secret was typed but not saved (shown after a failed save)
+    lost: bool = False  # its stored secret no longer decrypts: it needs re-entry
 
     def get(self, name: str) -> str:
         return self.values.get(name, "")
@@ -83,6 +85,7 @@ class Editor:
         "network.cube_rules": [], "network.e2b_host_rules": []})
     stored: set[str] = field(default_factory=set)  # scalar secrets with a saved value
     typed: set[str] = field(default_factory=set)  # scalar secrets typed, not saved
+    lost: set[str] = field(default_factory=set)  # scalar secrets that no longer decrypt
     invalid: list[dict[str, str]] = field(default_factory=list)  # inputs refused as posted
     problems: list[dict[str, str]] = field(default_factory=list)  # + found building the doc
     _kept: dict[str, list[Row]] = field(default_factory=dict, repr=False)
@@ -128,6 +131,8 @@ class Editor:
             if kind_of == SECRET and value == MASK:
                 ed.stored.add(f"{kind}.{key}")
             elif kind_of == SECRET:
+                if isinstance(value, LostSecret):
+                    ed.lost.add(f"{kind}.{key}")
                 continue
             elif kind_of == WORDS:
                 ed.values[f"{kind}.{key}"] = ", ".join(value or [])
@@ -137,7 +142,8 @@ class Editor:
         ed.checked = {k for k in ("desktop_enabled", "allow_private_endpoints") if masked.get(k)}
         if network.get("deny_egress_by_default"):
             ed.checked.add("network.deny_egress_by_default")
-        ed.lists["env_vars"] = [Row(i, {"key": k, "value": ""}, stored=v == MASK)
+        ed.lists["env_vars"] = [Row(i, {"key": k, "value": ""}, stored=v == MASK,
+                                    lost=isinstance(v, LostSecret))
                                 for i, (k, v) in enumerate((masked.get("env_vars") or {}).items())]
         for key in ("allow_out", "deny_out"):
             ed.lists[f"network.{key}"] = [Row(i, {"value": str(v)})
@@ -151,13 +157,15 @@ class Editor:
     def for_display(self, masked: dict[str, Any] | None) -> Editor:
         """This form as it may be sent back: typed secrets dropped, stored ones flagged."""
         stored = Editor.from_doc(masked) if masked else Editor()
-        self.stored = set(stored.stored)
+        self.stored, self.lost = set(stored.stored), set(stored.lost)
         self.typed = {n for n, kind in self._secret_names() if self.values.get(n)}
         for name, _ in self._secret_names():
             self.values.pop(name, None)
         saved_env = {r.get("key") for r in stored.lists["env_vars"] if r.stored}
+        lost_env = {r.get("key") for r in stored.lists["env_vars"] if r.lost}
         for row in self.lists["env_vars"]:
             row.typed, row.stored = bool(row.get("value")), row.get("key") in saved_env
+            row.lost = row.get("key") in lost_env
             row.values["value"] = ""
         saved = {(_norm(r.get("name")), _norm(c.get("header")))
                  for r in stored.lists["network.cube_rules"] for c in r.children if c.stored}
@@ -369,13 +377,15 @@ def _rule_row(index: int, rule: dict[str, Any]) -> Row:
     values["methods"] = ", ".join(rule.get("methods") or [])
     values["action"] = "deny" if rule.get("deny") else "allow"
     children = [Row(j, {"header": str(i.get("header") or ""), "secret": "",
-                        "format": str(i.get("format") or "")}, stored=i.get("secret") == MASK)
+                        "format": str(i.get("format") or "")}, stored=i.get("secret") == MASK,
+                    lost=isinstance(i.get("secret"), LostSecret))
                 for j, i in enumerate(rule.get("inject") or [])]
     return Row(index, values, children)
 
 
 def _host_row(index: int, rule: dict[str, Any]) -> Row:
-    children = [Row(j, {"name": str(name), "value": ""}, stored=value == MASK)
+    children = [Row(j, {"name": str(name), "value": ""}, stored=value == MASK,
+                    lost=isinstance(value, LostSecret))
                 for j, (name, value) in enumerate((rule.get("headers") or {}).items())]
     return Row(index, {"host": str(rule.get("host") or "")}, children)
 

@@ -59,7 +59,8 @@ def test_admin_values_are_write_only(world):
     for response in (listed, world["admin"].get(base)):
         assert CANARY not in response.get_data(as_text=True)
     assert listed.json["data"][0]["envs"] == [
-        {"name": "SWEEP_ENV", "description": "", "required": False, "is_set": True}]
+        {"name": "SWEEP_ENV", "description": "", "required": False, "is_set": True,
+         "needs_reentry": False}]
     # *** keeps, "" clears, a new value is stored encrypted and never echoed.
     kept = world["admin"].patch(base, json={"envs": {"SWEEP_ENV": "***"}})
     assert kept.json["data"]["envs"][0]["is_set"] is True

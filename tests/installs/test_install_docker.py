@@ -47,7 +47,7 @@ def test_install_sh_skill_is_built_into_the_image_and_a_new_session_runs_it(worl
     assert view["status"] == "ready" and view["installed_snapshot_id"]
     # Only a name that occurs in the bundle and is not reserved is kept (reference 7.4).
     assert view["envs"] == [{"name": "GREETING_NAME", "description": "who to greet",
-                             "required": True, "is_set": False}]
+                             "required": True, "is_set": False, "needs_reentry": False}]
     stored = db.session.get(SandboxConfig, config["id"]).config["skill_image"]
     assert stored["snapshot_id"] == view["installed_snapshot_id"] and stored["generation"] == 1
     ledger = db.session.scalars(select(SkillSnapshot)).all()
