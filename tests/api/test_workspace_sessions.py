@@ -18,8 +18,16 @@ from sqlalchemy import select
 
 from app.backends.base import SandboxNotFound
 from app.backends.docker import DockerBackend
+from app.errors import NotFound
 from app.extensions import db
-from app.models import AuditEvent, BindingState, Job, SandboxRemoval, SandboxSession
+from app.models import (
+    AuditEvent,
+    BindingState,
+    Job,
+    SandboxConfig,
+    SandboxRemoval,
+    SandboxSession,
+)
 from app.models.types import utcnow
 from app.services import session_end, sessions
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, require_docker
@@ -248,3 +256,22 @@ def test_an_engine_that_is_down_leaves_the_orphan_to_the_sweeper(docker_world, e
     assert session_end.sweep(utcnow() + timedelta(hours=2)) == 1
     assert gone(engine, sandbox_id)
     assert db.session.scalar(select(SandboxRemoval)) is None
+
+
+def test_a_sandbox_created_for_a_session_ended_meanwhile_is_removed(docker_world, engine):
+    """The race: an admin ends the session while its first exec is creating the sandbox.
+    The creator finds its binding gone and removes what it made; nothing is left running."""
+    _, admin, config_id, member = docker_world
+    opened = member.post("/api/v1/sessions", json={"sandbox_config_id": config_id})
+    session = db.session.get(SandboxSession, opened.json["data"]["id"])
+    assert sessions._claim(session)  # the first exec holds the right to create
+    db.session.refresh(session)
+    ended = admin.delete(end_url(session.id))
+    assert ended.status_code == 200
+    config = db.session.get(SandboxConfig, config_id)
+    with pytest.raises(NotFound):
+        sessions._create_claimed(session, config, sessions.backend_for(config.config))
+    assert wait_for_terminal(ended.json["data"]["job_id"]).status == "succeeded"
+    assert engine.list({"sandlot_session_id": opened.json["data"]["id"]}) == []
+    with pytest.raises(NotFound):  # and a later exec on it is a 404, not a crash
+        sessions.ensure_sandbox(session, config, sessions.backend_for(config.config))
