@@ -150,9 +150,14 @@ def remove(removal_id: int) -> str:
         _delete_at_provider(removal, config)
     except BackendError as exc:
         db.session.rollback()
-        _postpone(removal_id, sandbox_check_parts.conceal(None, exc.reason))
         log.warning("sandbox of ended session %s not removed: %s", removal.session_id,
                     exc.reason)
+        _postpone(removal_id, sandbox_check_parts.conceal(None, exc.reason))
+        return "retry"
+    except Exception:  # noqa: BLE001 - e.g. a config that no longer decrypts: keep the row
+        db.session.rollback()
+        log.exception("sandbox of ended session %s not removed", removal_id)
+        _postpone(removal_id, "The removal failed unexpectedly; the operator's log has why.")
         return "retry"
     db.session.delete(removal)
     db.session.commit()
