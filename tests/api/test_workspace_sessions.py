@@ -275,3 +275,30 @@ def test_a_sandbox_created_for_a_session_ended_meanwhile_is_removed(docker_world
     assert engine.list({"sandlot_session_id": opened.json["data"]["id"]}) == []
     with pytest.raises(NotFound):  # and a later exec on it is a 404, not a crash
         sessions.ensure_sandbox(session, config, sessions.backend_for(config.config))
+
+
+def test_the_reaper_thread_retries_due_removals(world, app):
+    """The sweeper is not only a function: the reaper thread beside every worker runs it."""
+    import threading
+
+    from app.jobs.queue import start_reaper
+
+    a, _, configs, _ = world
+    db.session.add(SandboxRemoval(tenant_id=a.tenant.id, sandbox_config_id=configs["first"],
+                                  session_id="0d6c1f6e-51b8-4a6e-a2c4-3cf0b5a1e0aa",
+                                  sandbox_id="sbx-orphan", next_attempt_at=utcnow()))
+    db.session.commit()
+    stop = threading.Event()
+    thread = start_reaper(app, interval=0.05, stop=stop)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            db.session.expire_all()
+            if db.session.scalar(select(SandboxRemoval.attempts)) >= 1:
+                break
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        thread.join(10)
+    removal = db.session.scalar(select(SandboxRemoval))
+    assert removal.attempts == 1 and removal.last_error  # tried (the port refuses), kept
