@@ -89,6 +89,9 @@ REFERENCE_GUARDS = [
     ("DELETE", "/me/env-vars/skill", AUTH, "refused"),
     ("PUT", "/me/env-vars/sandbox", AUTH, "refused"),
     ("DELETE", "/me/env-vars/sandbox", AUTH, "refused"),
+    # Decisions 12 (not in the reference): admins list and end every member's session.
+    ("GET", "/workspace/sessions", A, "full_access"),
+    ("DELETE", "/workspace/sessions/:id", A, "full_access"),
 ]
 
 

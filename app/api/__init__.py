@@ -18,4 +18,5 @@ from app.api import (  # noqa: E402,F401
     sessions,
     skills,
     system,
+    workspace_sessions,
 )

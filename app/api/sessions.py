@@ -1,4 +1,5 @@
-"""Sessions and execution under /api/v1/sessions (decisions 7). Sessions are the caller's own."""
+"""Sessions and execution under /api/v1/sessions (decisions 7). Sessions are the caller's own;
+an admin may also end any of the workspace's (decisions 12)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from pydantic import Field
 
 from app.api import bp
 from app.api._core import Out, Strict, doc, ok, parse_body, project
+from app.api.workspace_sessions import EndedOut, ended_out
 from app.auth.guards import guard
 from app.models import Role, SandboxSession
-from app.services import sessions
-from app.tenancy import current_tenant
+from app.services import session_end, sessions
+from app.tenancy import current_tenant, get_or_404
 
 
 class SessionIn(Strict):
@@ -89,10 +91,16 @@ def get_session(session_id):
 
 @bp.delete("/sessions/<uuid:session_id>")
 @guard(Role.viewer)
-@doc("End a session and destroy its sandbox", errors=(404, 503))
+@doc("End a session: the record closes now and a job removes its sandbox (members end "
+     "their own; admins any of the workspace's)", response=EndedOut, errors=(404,))
 def delete_session(session_id):
-    sessions.delete_session(current_tenant(), g.principal.user, _own(str(session_id)))
-    return ok(None)
+    role = g.principal.role
+    if role is not None and role.at_least(Role.admin):  # decisions 12: admins end any session
+        session = get_or_404(SandboxSession, str(session_id), "session")
+    else:
+        session = _own(str(session_id))
+    ended = session_end.end_session(current_tenant(), g.principal, session)
+    return ok(ended_out(ended))
 
 
 @bp.post("/sessions/<uuid:session_id>/exec")

@@ -7,6 +7,7 @@ from typing import Any
 from app.jobs import (  # noqa: F401  (registers their kinds)
     members,
     sandbox_check,
+    sessions,
     skills,
 )
 from app.jobs.registry import job_kind

@@ -11,6 +11,7 @@ from flask import Flask
 from app.extensions import db
 from app.models import Job, JobStatus
 from app.services import jobs as job_service
+from app.services import session_end
 from app.services import sessions as session_service
 from app.services.installs import control as skill_runs
 
@@ -158,15 +159,17 @@ class InProcessDispatcher:
 def start_reaper(app: Flask, interval: float = 30.0,
                  stop: threading.Event | None = None) -> threading.Thread:
     """A daemon thread that, every `interval` seconds until `stop` is set, fails silent job
-    rows, ends skill installs whose run died (and frees their image lock), and pauses
-    Docker sandboxes idle past their TTL (E2B and Cube pause themselves)."""
+    rows, ends skill installs whose run died (and frees their image lock), pauses Docker
+    sandboxes idle past their TTL (E2B and Cube pause themselves), and retries the removal
+    of ended sessions' sandboxes whose provider was unreachable."""
     stop = stop or threading.Event()
 
     def loop() -> None:
         while not stop.wait(interval):
             for name, task in (("job reaper", lambda: job_service.reap(reaper_grace(app))),
                                ("skill run reaper", skill_runs.reap),
-                               ("idle pause", session_service.pause_idle)):
+                               ("idle pause", session_service.pause_idle),
+                               ("sandbox removal sweep", session_end.sweep)):
                 with app.app_context():
                     try:
                         task()

@@ -7,6 +7,7 @@ from app.models.job import Job, JobStatus
 from app.models.login_session import LoginSession
 from app.models.personal_env import PersonalEnvVar
 from app.models.sandbox_config import SandboxConfig
+from app.models.sandbox_removal import SandboxRemoval
 from app.models.session import BindingState, SandboxSession
 from app.models.skill import InstalledSkill, InstallStatus, SkillCatalogEntry
 from app.models.skill_image import (
@@ -23,7 +24,7 @@ from app.models.user import User
 __all__ = [
     "ROLE_ORDER", "ApiKey", "AuditEvent", "Invitation", "InvitationStatus", "Job", "JobStatus",
     "LoginSession", "Membership", "PersonalEnvVar", "Role",
-    "BindingState", "SandboxConfig", "SandboxSession", "Tenant", "User",
+    "BindingState", "SandboxConfig", "SandboxRemoval", "SandboxSession", "Tenant", "User",
     "InstallStatus", "InstalledSkill", "SkillCatalogEntry", "EventKind", "SkillImageLease",
     "SkillInstallEvent", "SkillSnapshot", "SnapshotState", "SnapshotTrigger",
 ]

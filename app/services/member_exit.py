@@ -8,12 +8,11 @@ from collections.abc import Callable
 
 from sqlalchemy import func, select
 
-from app.backends.base import BackendError
 from app.errors import Unavailable
 from app.extensions import db
 from app.models import ApiKey, Membership, SandboxSession, Tenant, User
 from app.models.types import utcnow
-from app.services import Actor, audit, jobs, sessions
+from app.services import Actor, audit, jobs, session_end
 
 log = logging.getLogger("sandlot.members")
 JOB_KIND = "end_member_sessions"
@@ -50,10 +49,11 @@ def schedule_session_end(tenant: Tenant, actor: Actor, user_id: int) -> None:
 
 
 def end_sessions(tenant_id: int, user_id: int, note: Callable[[str], None]) -> dict[str, int]:
-    """Destroy the sandboxes of a former member's sessions and delete the sessions.
+    """Close a former member's sessions and remove their sandboxes.
 
-    An unreachable provider does not keep a record open: the session is closed and the
-    failure noted (the detail goes to the operator's log, not to the job's tenant view).
+    An unreachable provider does not keep a record open: the session is closed, the
+    failure noted (the detail goes to the operator's log, not to the job's tenant view)
+    and the removal left to the sweeper (session_end.sweep), which retries it.
     A member invited back before this runs keeps their sessions.
     """
     tenant = db.session.get(Tenant, tenant_id)
@@ -63,18 +63,14 @@ def end_sessions(tenant_id: int, user_id: int, note: Callable[[str], None]) -> d
     query = select(SandboxSession).where(SandboxSession.tenant_id == tenant_id,
                                          SandboxSession.user_id == user_id)
     for session in list(db.session.scalars(query)):
-        try:
-            sessions.destroy_sandboxes(session)
-        except BackendError as exc:
-            db.session.rollback()
-            unreachable += 1
-            log.warning("session %s: sandbox not destroyed: %s", session.id, exc)
-            note(f"session {session.id}: the sandbox provider could not be reached; the "
-                 "session is closed, its sandbox may need removing at the provider")
-        audit.record(tenant, audit.SystemActor("member removal"), "session.deleted",
-                     "session", session.id, {"reason": "member removed"})
-        db.session.delete(session)
+        session_id = session.id
+        removal = session_end.close(tenant, audit.SystemActor("member removal"), session,
+                                    "member removed")
         db.session.commit()
+        if session_end.remove(removal.id) == "retry":
+            unreachable += 1
+            note(f"session {session_id}: the sandbox provider could not be reached; the "
+                 "session is closed and its sandbox will be removed once the provider answers")
         ended += 1
     return {"ended": ended, "unreachable": unreachable}
 

@@ -40,9 +40,14 @@ class Inventory:
     session_ids: list[str] = field(default_factory=list)
     agent_names: list[str] = field(default_factory=list)
     unverifiable: bool = False
+    # Live sandboxes no session owns (an install's or a deep check's, in flight): a forced
+    # delete ends sessions, never these. Not part of the reference's Inventory object.
+    sessionless: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        del data["sessionless"]
+        return data
 
 
 def still_live(inventory: Inventory) -> Conflict:
@@ -105,7 +110,8 @@ def take_inventory(row: SandboxConfig, doc: dict[str, Any] | None = None) -> Inv
         log.warning("inventory of sandbox config %s failed: %s", row.id, exc.reason)
         return Inventory(unverifiable=True)
     sessions = sorted({s.metadata.get("sandlot_session_id", "") for s in sandboxes} - {""})
-    return Inventory(sandbox_count=len(sandboxes), session_ids=sessions)
+    sessionless = sum(s.metadata.get("sandlot_purpose") != "session" for s in sandboxes)
+    return Inventory(sandbox_count=len(sandboxes), session_ids=sessions, sessionless=sessionless)
 
 
 # -- writes -----------------------------------------------------------------------------
@@ -153,18 +159,25 @@ def update_config(tenant: Tenant, actor: Actor, row: SandboxConfig, name: str,
 
 
 def delete_config(tenant: Tenant, actor: Actor, row: SandboxConfig, force: bool = False) -> None:
-    """Reference 3.1.5: cordon, refuse while live (force never overrides), soft-delete."""
+    """Reference 3.1.5 with issue 11 item 6: cordon, refuse while live, soft-delete. Force
+    overrides an unverifiable inventory and ends every member's sessions on the config
+    (their sandboxes are removed by jobs); it never overrides the live sandbox of an
+    install or a check in flight."""
     stamp = _cordon(row)
     try:
         inventory = take_inventory(row)
         if inventory.unverifiable and not force:
             raise unverifiable()
-        if inventory.sandbox_count:
+        if inventory.sandbox_count and (not force or inventory.sessionless):
             raise still_live(inventory)
         _release_snapshot(row, force)
     except Exception:
         _release(row, stamp)
         raise
+    if force:
+        from app.services import session_end  # it builds on this module
+
+        session_end.end_config_sessions(tenant, actor, row, inventory.session_ids)
     db.session.execute(update(SandboxConfig).where(SandboxConfig.id == row.id)
                        .values(deleted_at=utcnow(), cordoned_at=None))
     bundles = _forget_skills(row)

@@ -20,6 +20,7 @@ from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import or_, select, update
+from sqlalchemy.exc import InvalidRequestError
 
 from app.backends.base import (
     Backend,
@@ -174,7 +175,10 @@ def ensure_sandbox(session: SandboxSession, config: SandboxConfig,
     """The id of a running sandbox for `session`, and whether it already existed."""
     deadline = time.monotonic() + WAIT_FOR_CREATOR_SEC
     while time.monotonic() < deadline:
-        db.session.refresh(session)
+        try:
+            db.session.refresh(session)
+        except InvalidRequestError:  # its row is gone: ended meanwhile (member or admin)
+            raise NotFound("No such session.") from None
         if session.binding_state == BindingState.bound:
             sandbox_id = _usable(session, config, backend)
             if sandbox_id:
@@ -229,8 +233,12 @@ def _create_claimed(session: SandboxSession, config: SandboxConfig, backend: Bac
     except BaseException:
         _unbind(session)  # give the claim back so the next request can try again
         raise
-    _bind(session, info.id, version, config, policy=_policy_summary(spec),
-          traffic_token=info.traffic_token)
+    if not _bind(session, info.id, version, config, policy=_policy_summary(spec),
+                 traffic_token=info.traffic_token):
+        # Ended (by its member or an admin) while we created it: nobody else knows of
+        # this sandbox, so it goes now rather than being left running.
+        backend.delete(info.id)
+        raise NotFound("No such session.")
     return info.id
 
 
@@ -287,7 +295,8 @@ def _claim(session: SandboxSession) -> bool:
 
 
 def _bind(session: SandboxSession, sandbox_id: str, version: int, config: SandboxConfig,
-          policy: dict[str, Any] | None, traffic_token: str | None = None) -> None:
+          policy: dict[str, Any] | None, traffic_token: str | None = None) -> bool:
+    """Record the binding; False when the session was ended meanwhile."""
     values: dict[str, Any] = {
         "binding_state": BindingState.bound, "sandbox_id": sandbox_id, "traffic_token": None,
         "binding_version": version, "provider": config.config["sandbox_type"],
@@ -297,9 +306,10 @@ def _bind(session: SandboxSession, sandbox_id: str, version: int, config: Sandbo
         values["policy"] = policy
     if traffic_token is not None:
         values["traffic_token"] = traffic_token
-    db.session.execute(update(SandboxSession).where(SandboxSession.id == session.id)
-                       .values(**values))
+    result = db.session.execute(update(SandboxSession).where(SandboxSession.id == session.id)
+                                .values(**values))
     db.session.commit()
+    return result.rowcount == 1
 
 
 def _unbind(session: SandboxSession) -> None:

@@ -16,6 +16,7 @@ from app.web import (  # noqa: E402,F401
     personal_env,
     playground,
     sandbox_check,
+    sandbox_sessions,
     sandboxes,
     skill_manage,
     skills,

@@ -23,7 +23,7 @@ from app.auth.guards import guard
 from app.errors import AppError, ValidationFailed
 from app.extensions import db, htmx
 from app.models import BindingState, Role, SandboxConfig, SandboxSession
-from app.services import installed_skills, sandbox_configs, sessions
+from app.services import installed_skills, sandbox_configs, session_end, sessions
 from app.services.network_policy import DENY_ALL
 from app.services.sessions import ExecOutcome
 from app.tenancy import current_tenant, principal
@@ -206,14 +206,10 @@ def _opened(session: SandboxSession):
 def end_playground_session(session_id):
     session = _own(session_id)
     ended = session.id
-    try:
-        sessions.delete_session(current_tenant(), principal().user, session)
-    except AppError as err:
-        db.session.rollback()
-        if not htmx:
-            raise
-        return _ended(err.message, _viewing(), err.status, "error")
-    message = "Session ended; its sandbox is destroyed."
+    # The record closes now and a job removes the sandbox, so a slow or unreachable
+    # provider never holds this request nor keeps the session open (issue 11 item 6).
+    session_end.end_session(current_tenant(), principal(), session)
+    message = "Session ended; its sandbox is being removed."
     if not htmx:
         flash(message, "success")
         return redirect(url_for("web.playground"))

@@ -25,7 +25,7 @@ from app.services import endpoints, network_policy, sandbox_check_parts, sandbox
 from app.services import sandbox_configs as service
 from app.services.sandbox_configs import Inventory
 from app.tenancy import current_tenant, get_or_404, principal
-from app.web import bp
+from app.web import bp, sandbox_sessions
 from app.web._helpers import notice
 from app.web.sandboxes_form import (
     BACKENDS,
@@ -339,7 +339,8 @@ def _inventory(row: SandboxConfig, inventory: Inventory, message: str | None = N
     """The inventory drawer; after a refused save or delete it replaces what was open."""
     headers = {"HX-Retarget": "#drawer-slot", "HX-Reswap": "innerHTML"} if status >= 400 else {}
     return _page("sandboxes/_inventory.html", status, headers, row=row, inventory=inventory,
-                 message=message, kind_labels=KIND_LABELS)
+                 message=message, kind_labels=KIND_LABELS,
+                 **sandbox_sessions.sessions_context(row))
 
 
 @bp.get("/sandboxes/<uuid:config_id>/inventory")

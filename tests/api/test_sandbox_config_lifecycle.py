@@ -12,12 +12,14 @@ import uuid
 
 import pytest
 import requests
+from sqlalchemy import select
 
-from app.backends.base import SandboxSpec
+from app.backends.base import SandboxNotFound, SandboxSpec
 from app.backends.docker import DockerBackend
 from app.extensions import db
-from app.models import SandboxConfig
+from app.models import Job, SandboxConfig
 from tests.backends.conftest import BUSYBOX_IMAGE, DOCKER_HOST, RUN_ID, RUN_LABEL, require_docker
+from tests.jobs.helpers import wait_for_terminal
 
 BASE = "/api/v1/sandbox-configs"
 MISSING_SOCKET = "unix:///tmp/sandlot-test-no-engine.sock"
@@ -137,14 +139,22 @@ def test_delete_protocol(two_tenants, admin_api, engine):
     a, _ = two_tenants
     live = create(admin_api)
     sandbox_id = start_sandbox(engine, a.tenant.id, live["id"])
-    for url in (f"{BASE}/{live['id']}", f"{BASE}/{live['id']}?force=true"):
-        response = admin_api.delete(url)
-        assert response.status_code == 409
-        assert response.json["error"]["code"] == "sandboxes_still_live"
-    engine[0].delete(sandbox_id)
-    assert admin_api.delete(f"{BASE}/{live['id']}").json == {"success": True, "data": None}
+    response = admin_api.delete(f"{BASE}/{live['id']}")
+    assert response.status_code == 409
+    assert response.json["error"]["code"] == "sandboxes_still_live"
+    # Force ends the sessions (issue 11 item 6), even one whose record is already gone:
+    # its sandbox is removed by a job.
+    assert admin_api.delete(f"{BASE}/{live['id']}?force=true").json == {"success": True,
+                                                                      "data": None}
     assert admin_api.get(f"{BASE}/{live['id']}").status_code == 404
     assert stored(live["id"]).deleted_at is not None
+    job = db.session.scalar(select(Job).where(Job.kind == "remove_sandboxes"))
+    assert wait_for_terminal(job.id).result == {"outcome": "removed"}
+    with pytest.raises(SandboxNotFound):
+        engine[0].get(sandbox_id)
+
+    idle = create(admin_api)
+    assert admin_api.delete(f"{BASE}/{idle['id']}").json == {"success": True, "data": None}
 
     lost = create(admin_api, engine="missing")
     response = admin_api.delete(f"{BASE}/{lost['id']}")

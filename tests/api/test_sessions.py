@@ -11,6 +11,7 @@ from app.backends.docker import DockerBackend
 from app.extensions import db
 from app.models import SandboxConfig, SandboxSession
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, require_docker
+from tests.jobs.helpers import wait_for_terminal
 
 CONFIGS = "/api/v1/sandbox-configs"
 
@@ -143,9 +144,11 @@ def test_delete_destroys_the_sandbox(world, engine):
     _, _, config, member, _ = world
     session_id = open_session(member, config["id"])
     sandbox_id = run(member, session_id, "true").json["data"]["sandbox_id"]
-    assert member.delete(f"/api/v1/sessions/{session_id}").status_code == 200
+    response = member.delete(f"/api/v1/sessions/{session_id}")
+    assert response.status_code == 200
+    assert member.get(f"/api/v1/sessions/{session_id}").status_code == 404  # closed at once
+    assert wait_for_terminal(response.json["data"]["job_id"]).result == {"outcome": "removed"}
     assert engine.list({"sandlot_session_id": session_id}) == []
-    assert member.get(f"/api/v1/sessions/{session_id}").status_code == 404
     assert sandbox_id
 
 

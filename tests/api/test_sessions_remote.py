@@ -8,6 +8,7 @@ from app.backends import cube
 from app.extensions import db
 from app.models import SandboxSession
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, RUN_ID, require_docker
+from tests.jobs.helpers import wait_for_terminal
 
 # Configs here point at loopback fakes: the operator allows private endpoints.
 pytestmark = pytest.mark.usefixtures("private_endpoints")
@@ -58,4 +59,6 @@ def test_session_on_remote_provider_creates_once_and_reuses(two_tenants, bearer,
     assert second["stdout"] == "again\n" and second["reused"] is True
     assert second["sandbox_id"] == first["sandbox_id"]
     assert len(server.creates) == 1
-    assert admin.delete(f"/api/v1/sessions/{session_id}").status_code == 200
+    ended = admin.delete(f"/api/v1/sessions/{session_id}")
+    assert ended.status_code == 200
+    assert wait_for_terminal(ended.json["data"]["job_id"]).result == {"outcome": "removed"}

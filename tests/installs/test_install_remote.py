@@ -11,6 +11,7 @@ from app.models import SandboxConfig, SkillSnapshot
 from app.services.sandbox_configs import backend_for
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, RUN_ID
 from tests.installs.conftest import CONFIGS, install_zip, open_session, run, skill_zip, wait_for
+from tests.jobs.helpers import wait_for_terminal
 
 # Configs here point at loopback fakes: the operator allows private endpoints.
 pytestmark = pytest.mark.usefixtures("private_endpoints")
@@ -56,7 +57,9 @@ def test_install_run_and_uninstall_on_a_remote_provider(world, provider):
     assert out["stdout"] == "remote-built\n", out
     session_create = server.creates[-1].body
     assert session_create["templateID"] == snapshot_id  # booted from the skill snapshot
-    assert member.delete(f"/api/v1/sessions/{session_id}").status_code == 200
+    ended = member.delete(f"/api/v1/sessions/{session_id}")
+    assert ended.status_code == 200
+    assert wait_for_terminal(ended.json["data"]["job_id"]).result == {"outcome": "removed"}
 
     assert admin.delete(f"{CONFIGS}/{config_id}/skills/{skill_id}").status_code == 202
     wait_for(skill_id, gone=True)

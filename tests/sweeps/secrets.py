@@ -75,10 +75,29 @@ def _personal_env_value(tenant, secret: str) -> None:
     db.session.commit()
 
 
+def _removal_traffic_token(tenant, secret: str) -> None:
+    """An ended session's Cube sandbox still to remove, whose traffic token is `secret`
+    (not due, so no sweeper reaches for a provider during the sweep)."""
+    from datetime import timedelta
+
+    from app.models import SandboxConfig, SandboxRemoval
+    from app.models.types import utcnow
+    from tests.sweeps.routes import make_sandbox_config
+
+    config_id = db.session.scalar(select(SandboxConfig.id).where(
+        SandboxConfig.tenant_id == tenant.id)) or make_sandbox_config(tenant)
+    db.session.add(SandboxRemoval(tenant_id=tenant.id, sandbox_config_id=config_id,
+                                  session_id=str(uuid.uuid4()), sandbox_id="cube-ended",
+                                  traffic_token=secret,
+                                  next_attempt_at=utcnow() + timedelta(days=1)))
+    db.session.commit()
+
+
 # "table.column" -> store `secret` in that column for `tenant` (one row).
 SEEDERS: dict[str, Callable[[Any, str], None]] = {
     "sandbox_configs.config": _sandbox_config,
     "sandbox_sessions.traffic_token": _session_traffic_token,
+    "sandbox_removals.traffic_token": _removal_traffic_token,
     "installed_skills.env_values": _installed_skill_env,
     "personal_env_vars.value": _personal_env_value,
 }

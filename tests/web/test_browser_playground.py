@@ -12,11 +12,12 @@ from sqlalchemy import select
 
 from app.errors import AppError
 from app.extensions import db
-from app.models import SandboxSession, Tenant, User
-from app.services import audit, sessions
+from app.models import Job, SandboxSession, Tenant, User
+from app.services import audit, session_end, sessions
 from app.services import sandbox_configs as service
 from tests import factories
 from tests.backends.conftest import BASE_IMAGE, require_docker
+from tests.jobs.helpers import wait_for_terminal
 from tests.web.test_browser import shot, sign_in
 
 pytestmark = pytest.mark.browser
@@ -94,10 +95,12 @@ def test_a_member_runs_a_command_twice_in_the_same_sandbox(tab, workspace):
     shot(tab, "playground.png")
 
     tab.locator(".session-row", has_text="Quick check").get_by_role("button", name="End").click()
-    tab.get_by_text("Session ended; its sandbox is destroyed.").wait_for()
+    tab.get_by_text("Session ended; its sandbox is being removed.").wait_for()
     tab.get_by_text("No session selected").wait_for()
     tab.wait_for_url(re.compile(r"/playground$"))
     assert tab.locator(".session-row", has_text="Quick check").count() == 0
+    job_id = db.session.scalar(select(Job.id).where(Job.kind == session_end.JOB_KIND))
+    assert wait_for_terminal(job_id).result == {"outcome": "removed"}
 
 
 def test_a_member_runs_an_installed_skill_from_the_playground(tab, workspace, app):

@@ -1,0 +1,104 @@
+"""An admin ends a member's session from the config's inventory drawer (issue 11 item 6),
+in headless Chromium against the live server and the real Docker engine. Screenshots at
+1440x900 and 390x844."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from sqlalchemy import select
+
+from app.backends.base import SandboxNotFound
+from app.backends.docker import DockerBackend
+from app.extensions import db
+from app.models import Job, SandboxSession
+from app.services import audit, session_end, sessions
+from app.services import sandbox_configs as service
+from tests import factories
+from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, require_docker
+from tests.jobs.helpers import wait_for_terminal
+from tests.web.test_browser import shot, sign_in
+
+pytestmark = [pytest.mark.browser]
+TAB_TIMEOUT_MS = 20_000
+
+
+@pytest.fixture
+def workspace():
+    """A Docker config with a member's live session (a real container) and an idle one."""
+    require_docker()
+    group = factories.populate("Acme Research")
+    config = service.create_config(group.tenant, audit.SystemActor("tests"), "Local Docker",
+                                   "The engine on this host.", {
+                                       "sandbox_type": "docker",
+                                       "docker": {"image": BASE_IMAGE, "network_mode": "none"}})
+    live = sessions.create_session(group.tenant, group.contributor, config.id, "Data cleanup")
+    outcome = sessions.exec_command(group.tenant, group.contributor, live, "true")
+    sessions.create_session(group.tenant, group.viewer, config.id, "Quick look")
+    return group, config.id, live.id, outcome.sandbox_id
+
+
+def open_drawer(tab, email: str):
+    sign_in(tab, email)
+    tab.goto("/sandboxes")
+    tab.locator(".sandbox-card", has_text="Local Docker").get_by_role(
+        "link", name="Inventory").click()
+    drawer = tab.locator(".drawer")
+    drawer.get_by_text("Members' sessions on this config").wait_for()
+    return drawer
+
+
+def test_admin_ends_a_members_session_from_the_inventory(tab, workspace):
+    group, config_id, live_id, sandbox_id = workspace
+    asked: list[str] = []
+    tab.on("dialog", lambda dialog: asked.append(dialog.message))
+    tab.set_viewport_size({"width": 1440, "height": 900})
+    drawer = open_drawer(tab, group.admin.email)
+    row = drawer.locator(f"#config-session-{live_id}")
+    assert group.contributor.email in row.inner_text() and "Sandbox live" in row.inner_text()
+    idle = drawer.locator(".admin-session", has_text="Quick look")
+    assert group.viewer.email in idle.inner_text() and "No sandbox" in idle.inner_text()
+    tab.mouse.move(0, 0)
+    shot(tab, "sandbox-sessions.png")
+    tab.set_viewport_size({"width": 390, "height": 844})
+    assert tab.evaluate("document.documentElement.scrollWidth") <= 390
+    tab.locator("#config-sessions").scroll_into_view_if_needed()
+    shot(tab, "sandbox-sessions-mobile.png")
+    tab.set_viewport_size({"width": 1440, "height": 900})
+
+    row.get_by_role("button", name=re.compile("^End the session “Data cleanup”")).click()
+    tab.get_by_text("Member's session ended; its sandbox is being removed.").wait_for()
+    row.wait_for(state="detached")
+    assert asked and asked[-1].startswith(f"End {group.contributor.email}'s session")
+    assert drawer.locator(".admin-session").count() == 1
+    job_id = db.session.scalar(select(Job.id).where(Job.kind == session_end.JOB_KIND))
+    assert wait_for_terminal(job_id).result == {"outcome": "removed"}
+    engine = DockerBackend({"image": BASE_IMAGE, "host": DOCKER_HOST})
+    try:
+        with pytest.raises(SandboxNotFound):
+            engine.get(sandbox_id)
+    finally:
+        engine.close()
+    db.session.expire_all()
+    assert db.session.get(SandboxSession, live_id) is None
+
+    tab.goto(f"/sandboxes/{config_id}/inventory")  # the page with the drawer open
+    tab.locator(".drawer").get_by_text("Members' sessions on this config").wait_for()
+    assert tab.locator(".admin-session").count() == 1
+
+
+def test_a_member_sees_no_inventory_and_cannot_end_anothers_session(tab, workspace):
+    group, config_id, live_id, _ = workspace
+    sign_in(tab, group.viewer.email)
+    response = tab.request.get(f"/sandboxes/{config_id}/inventory")
+    assert response.status == 403
+    tab.goto("/sandboxes")
+    assert tab.locator(".sandbox-card", has_text="Local Docker").get_by_role(
+        "link", name="Inventory").count() == 0
+    token = tab.locator('meta[name="csrf-token"]').get_attribute("content")
+    refused = tab.request.post(f"/sandboxes/sessions/{live_id}/end",
+                               headers={"X-CSRFToken": token, "HX-Request": "true"})
+    assert refused.status == 403
+    db.session.expire_all()
+    assert db.session.get(SandboxSession, live_id) is not None
