@@ -1,7 +1,7 @@
 """sandbox removals: sandboxes still to remove after their session ended
 
 Revision ID: 22c1464bfff0
-Revises: e4f70f066a01
+Revises: b7e2d0c41a95
 Create Date: 2026-11-30 23:52:11.993947
 
 """
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 # revision identifiers, used by Alembic.
 revision = '22c1464bfff0'
-down_revision = 'e4f70f066a01'
+down_revision = 'b7e2d0c41a95'
 branch_labels = None
 depends_on = None
 
