@@ -74,9 +74,12 @@ def list_configs(tenant: Tenant) -> list[SandboxConfig]:
     return list(db.session.scalars(query))
 
 
-def backend_for(doc: dict[str, Any]) -> Backend:
+def backend_for(doc: dict[str, Any], sandbox_id: str | None = None,
+                traffic_token: str | None = None) -> Backend:
     """A backend client for a config, with what the operator decides filled in: the
-    Docker engine's URL and TLS files, and whether private endpoints may be reached."""
+    Docker engine's URL and TLS files, and whether private endpoints may be reached.
+    Given a sandbox and its traffic token, the client is primed with them (Cube hands
+    the token out once, at creation, and every later call needs it)."""
     kind = doc["sandbox_type"]
     settings = dict(doc.get(kind) or {})
     settings["allow_private_endpoints"] = endpoints.allow_private(doc)
@@ -87,7 +90,11 @@ def backend_for(doc: dict[str, Any]) -> Backend:
             raise BackendError("This config's Docker engine is not offered by this deployment; "
                                "pick one of the operator's engines in the config.")
         settings.update(engine=engine.name, host=engine.url, tls_cert_path=engine.tls_dir)
-    return registry.make_backend(kind, settings)
+    backend = registry.make_backend(kind, settings)
+    remember = getattr(backend, "remember_traffic_token", None)
+    if remember is not None and sandbox_id and traffic_token:
+        remember(sandbox_id, traffic_token)
+    return backend
 
 
 def may_update(who: Principal) -> bool:

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import select, update
 
-from app.backends.base import Backend, BackendError
+from app.backends.base import BackendError
 from app.errors import NotFound, Unavailable
 from app.extensions import db
 from app.models import SandboxConfig, SandboxRemoval, SandboxSession, Tenant, User
@@ -192,7 +192,7 @@ def pending_for(tenant: Tenant, config_id: str) -> list[SandboxRemoval]:
 def _delete_at_provider(removal: SandboxRemoval, config: SandboxConfig | None) -> None:
     if config is None:
         return  # the config row is gone, and with it any way to reach its provider
-    backend = _backend(removal, config)
+    backend = backend_for(config.config, removal.sandbox_id, removal.traffic_token)
     try:
         filter_ = {**sandbox_filter(removal.tenant_id, config.id),
                    "sandlot_session_id": removal.session_id}
@@ -202,14 +202,6 @@ def _delete_at_provider(removal: SandboxRemoval, config: SandboxConfig | None) -
             backend.delete(removal.sandbox_id)
     finally:
         backend.close()
-
-
-def _backend(removal: SandboxRemoval, config: SandboxConfig) -> Backend:
-    backend = backend_for(config.config)
-    remember = getattr(backend, "remember_traffic_token", None)
-    if remember is not None and removal.sandbox_id and removal.traffic_token:
-        remember(removal.sandbox_id, removal.traffic_token)
-    return backend
 
 
 def _postpone(removal_id: int, reason: str) -> None:

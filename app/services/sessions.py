@@ -335,13 +335,7 @@ def _touch(session: SandboxSession) -> None:
 # -- helpers ------------------------------------------------------------------------------
 
 def _backend(session: SandboxSession, doc: dict[str, Any]) -> Backend:
-    """The config's backend, primed with the session's traffic token where it takes one
-    (Cube hands it out once, at creation, and every later call needs it)."""
-    backend = backend_for(doc)
-    remember = getattr(backend, "remember_traffic_token", None)
-    if remember is not None and session.sandbox_id and session.traffic_token:
-        remember(session.sandbox_id, session.traffic_token)
-    return backend
+    return backend_for(doc, session.sandbox_id, session.traffic_token)
 
 
 def _live_config(tenant: Tenant, config_id: str) -> SandboxConfig:
