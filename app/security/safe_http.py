@@ -134,9 +134,11 @@ class SafeHTTPClient:
                                      "unspecified, multicast or reserved address, which is "
                                      "never reachable")
             if not self.allow_private and not is_public_address(address):
+                # The address is not named: it would tell a tenant about the
+                # deployment's internal DNS.
                 raise BlockedAddress(
                     f"{parts.hostname} resolves to a private, loopback or other "
-                    f"special-use address ({address}); skill sources must be public")
+                    "special-use address; skill sources must be public")
         return parts.scheme, parts.hostname, port, addresses
 
     def _request(self, url: str, accept: str, deadline: float):

@@ -94,8 +94,9 @@ def test_a_redirect_to_a_name_with_a_private_answer_is_refused(site):
     net = Network({"registry.test": [PUBLIC], "internal.test": ["10.0.0.7"]},
                   {PUBLIC: site.server.server_port})
     client = SafeHTTPClient(resolver=net.resolve, connector=net.connect)
-    with pytest.raises(BlockedAddress, match="10.0.0.7"):
+    with pytest.raises(BlockedAddress, match="internal.test") as caught:
         client.get("http://registry.test/a", max_bytes=1024)
+    assert "10.0.0.7" not in str(caught.value)  # internal DNS is not told to tenants
     assert net.lookups == ["registry.test", "internal.test"]
     assert net.connected == [(PUBLIC, 80)]
 
@@ -103,8 +104,9 @@ def test_a_redirect_to_a_name_with_a_private_answer_is_refused(site):
 def test_one_private_dns_answer_among_public_ones_refuses_the_host(site):
     net = Network({"mixed.test": [PUBLIC, "192.168.1.5"]}, {PUBLIC: site.server.server_port})
     client = SafeHTTPClient(resolver=net.resolve, connector=net.connect)
-    with pytest.raises(BlockedAddress, match="192.168.1.5"):
+    with pytest.raises(BlockedAddress, match="mixed.test") as caught:
         client.get("http://mixed.test/x.zip", max_bytes=1024)
+    assert "192.168.1.5" not in str(caught.value)
     assert net.connected == []
     assert site.connections == 0
 
