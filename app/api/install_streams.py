@@ -20,7 +20,7 @@ from app.services.installs import notify, stream
 from app.tenancy import current_tenant
 
 
-class _Slots:
+class StreamSlots:
     """Open streams of one app in this process, counted against the limit read at each
     open (so a changed SKILL_STREAMS_MAX applies to the next stream)."""
 
@@ -40,10 +40,10 @@ class _Slots:
             self.open -= 1
 
 
-def _slot() -> _Slots:
+def _slot() -> StreamSlots:
     """A per-process cap on open streams, so streams can never take every server thread."""
     app = current_app._get_current_object()
-    slots = app.extensions.setdefault("skill_stream_slots", _Slots())
+    slots = app.extensions.setdefault("skill_stream_slots", StreamSlots())
     if not slots.take(int(app.config.get("SKILL_STREAMS_MAX", 224))):
         raise Unavailable("Too many open event streams on this server; poll the skill or "
                           "retry shortly.")

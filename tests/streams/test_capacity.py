@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.api import install_streams
 from app.extensions import db
 from app.models import InstallStatus
 from tests.streams.conftest import make_skill, read_stream, token, url_of
@@ -95,6 +96,9 @@ def test_200_open_streams_leave_pages_fast_and_all_streams_live(app_factory, two
 
 def test_past_the_cap_a_stream_is_refused_not_queued(app, two_tenants, serve, monkeypatch):
     monkeypatch.setitem(app.config, "SKILL_STREAMS_MAX", 2)
+    # A count of its own: streams that earlier tests hung up on may still hold slots of
+    # the shared app until their server threads notice (at their next write).
+    monkeypatch.setitem(app.extensions, "skill_stream_slots", install_streams.StreamSlots())
     # A dropped client is noticed at the next write: the keep-alive bounds how long its
     # slot stays taken.
     monkeypatch.setitem(app.config, "SKILL_STREAM_KEEPALIVE_SECONDS", 0.3)

@@ -64,7 +64,7 @@ def test_admin_watches_an_install_to_done_then_manages_and_uninstalls(tab, works
     sign_in(tab, workspace.admin.email)
     tab.goto("/skills")
     card = tab.locator(".skill-card", has_text="report-tools")
-    card.get_by_role("link", name="Install").click()
+    card.get_by_role("link", name="Install", exact=True).click()
     tab.locator(".drawer").get_by_label("Local Docker").check()
     tab.locator(".drawer").get_by_role("button", name="Install").click()
     tab.get_by_role("link", name="Done").click()

@@ -212,7 +212,8 @@ def test_the_catalog_shows_each_install_status(tab, workspace):
     assert tab.locator(".skill-card").count() == 1
 
     tab.goto("/skills")
-    tab.locator(".skill-card", has_text="web-research").get_by_role("link", name="Install").click()
+    web_card = tab.locator(".skill-card", has_text="web-research")
+    web_card.get_by_role("link", name="Install", exact=True).click()
     tab.locator(".drawer").get_by_role("button", name="Install").click()
     tab.locator(".drawer").get_by_text("Pick at least one sandbox config.").wait_for()
     tab.locator(".drawer").get_by_role("link", name="Cancel").click()
