@@ -54,9 +54,12 @@ def load(text: str) -> Parsed:
             return Parsed(_safe_load(repaired), repairs)
         except yaml.YAMLError:
             pass
-    # Where the broken construct starts (an unclosed quote's opening line), else where
-    # the parser gave up.
-    mark = getattr(first, "context_mark", None) or getattr(first, "problem_mark", None)
+    # Where the parser gave up; when that is the end of the text (an unclosed quote or
+    # bracket), where the unfinished construct starts, which is the line to fix.
+    mark = getattr(first, "problem_mark", None)
+    context = getattr(first, "context_mark", None)
+    if context is not None and (mark is None or mark.index >= len(text.rstrip())):
+        mark = context
     raise FrontmatterError("not valid YAML", mark.line + 1 if mark is not None else None)
 
 

@@ -67,9 +67,13 @@ def parse_skill_md(raw: bytes) -> SkillMeta:
     if not isinstance(data, dict):
         raise invalid("the SKILL.md frontmatter must be a mapping of keys to values")
     slug, display = _identity(data)
-    notes = tuple(f"SKILL.md frontmatter repaired: {r}" for r in parsed.repairs)
+    notes = [f"SKILL.md frontmatter repaired: {r}" for r in parsed.repairs]
+    if len(display) > skill_names.DISPLAY_MAX:
+        notes.append(f"The skill's name is longer than {skill_names.DISPLAY_MAX} characters; "
+                     "it is shown cut short.")
+        display = display[:skill_names.DISPLAY_MAX - 1].rstrip() + "…"
     return SkillMeta(slug, _description(data), _version(data, frontmatter),
-                     body.strip("\n"), display, notes)
+                     body.strip("\n"), display, tuple(notes))
 
 
 def _split(text: str) -> tuple[str, str, int]:
@@ -96,14 +100,13 @@ def _text(data: dict, key: str) -> str:
 
 
 def _identity(data: dict) -> tuple[str, str]:
-    """(slug, display name): `name`, else `displayName`, else `slug` is shown; the slug is
-    an explicit `slug`, else derived from what is shown."""
-    explicit = _text(data, "slug")
-    display = _text(data, "name") or _text(data, "displayName") or explicit
+    """(slug, display name). Shown: `displayName` (registries such as ClawHub write it
+    beside a slug-like `name`), else `name`, else `slug`. The slug: an explicit `slug`,
+    else derived from `name`, else from `displayName`."""
+    explicit, name = _text(data, "slug"), _text(data, "name")
+    display = _text(data, "displayName") or name or explicit
     if not display:
         raise invalid("the SKILL.md frontmatter needs a name")
-    if len(display) > skill_names.DISPLAY_MAX:
-        raise invalid(f"the skill name is longer than {skill_names.DISPLAY_MAX} characters")
     if CONTROL.search(display) or BIDI.search(display):
         raise invalid(f"the skill name {display[:80]!r} holds a control or bidirectional "
                       "character")
@@ -112,7 +115,7 @@ def _identity(data: dict) -> tuple[str, str]:
             raise invalid(f"the slug {explicit[:80]!r} must be ASCII letters, digits, '.', "
                           "'_' or '-', starting with a letter or digit")
         return skill_names.shorten(explicit), display
-    return skill_names.derive(display), display
+    return skill_names.derive(name or display), display
 
 
 def _description(data: dict) -> str:

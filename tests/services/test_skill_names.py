@@ -62,6 +62,11 @@ def test_a_frontmatter_without_name_uses_slug_or_display_name():
     assert (both.name, both.display_name) == ("weather-cn", "天气预报")
 
 
+def test_a_display_name_beside_a_slug_like_name_is_what_is_shown():
+    result = meta("name: quark-scan\ndisplayName: 夸克扫描 Quark Scan\ndescription: d")
+    assert (result.name, result.display_name) == ("quark-scan", "夸克扫描 Quark Scan")
+
+
 def test_a_too_long_identifier_is_shortened_stably_not_refused():
     long_name = "A very long skill name " * 6
     result = meta(f"name: {long_name}\ndescription: d")
@@ -74,11 +79,16 @@ def test_a_too_long_identifier_is_shortened_stably_not_refused():
         f"slug: {'x' * 80}\ndescription: other").name
 
 
+def test_a_too_long_display_name_is_cut_short_with_a_note():
+    result = meta(f"displayName: {'Long name ' * 30}\nname: long\ndescription: d")
+    assert result.name == "long" and len(result.display_name) == 200
+    assert result.display_name.endswith("…") and "shown cut short" in result.notes[0]
+
+
 @pytest.mark.parametrize("frontmatter,match", [
     ("slug: ../../etc\ndescription: d", "the slug '../../etc' must be ASCII"),
     ("name: evil\u202egnp.sh\ndescription: d", "control or bidirectional"),
     ("description: d", "needs a name"),
-    (f"name: {'n' * 201}\ndescription: d", "longer than 200"),
 ])
 def test_names_that_cannot_be_used_are_refused(frontmatter, match):
     refused(frontmatter, match)
