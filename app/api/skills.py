@@ -50,11 +50,19 @@ class SourceIn(Strict):
         "skills.sh, ClawHub, SkillHub, registry or direct archive URL"))
 
 
+DISPLAY_NAME = Field(description="The name as the SKILL.md writes it (any script); `name` "
+                                 "is the identifier derived from it or given as `slug`")
+NOTES = Field(description="What the owner should know about the bundle: frontmatter that "
+                          "was repaired, file names that mix lookalike scripts")
+
+
 class RegisteredOut(Out):
     id: str
     name: str
     version: str
     description: str
+    display_name: str = DISPLAY_NAME
+    notes: list[str] = NOTES
 
 
 class ServedOut(Out):
@@ -80,6 +88,8 @@ class CatalogEntryOut(Out):
     name: str
     version: str
     description: str
+    display_name: str = DISPLAY_NAME
+    notes: list[str] = NOTES
     bundle_sha256: str
     categories: list[str]
     created_at: datetime

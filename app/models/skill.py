@@ -30,12 +30,16 @@ class SkillCatalogEntry(db.Model):
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
-    name: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(64))  # the identifier (slug)
+    # The name as the SKILL.md writes it (any script); "" for rows older than the column.
+    display_name: Mapped[str] = mapped_column(String(255), default="", server_default="")
     version: Mapped[str] = mapped_column(String(64), default="")
     description: Mapped[str] = mapped_column(Text, default="")
     instructions: Mapped[str] = mapped_column(Text, default="")
     bundle_ref: Mapped[str] = mapped_column(String(255))
     bundle_sha256: Mapped[str] = mapped_column(String(64))
+    # What the owner should know about the bundle: frontmatter repairs, confusable names.
+    notes: Mapped[list[str]] = mapped_column(JSON, default=list, server_default=text("'[]'"))
     categories: Mapped[list[str]] = mapped_column(JSON, default=list)
     # What it was registered from: the source string as given, or "upload".
     source: Mapped[str] = mapped_column(Text, default="upload")

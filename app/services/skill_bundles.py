@@ -25,6 +25,7 @@ from typing import IO
 
 from app.errors import PayloadTooLarge
 from app.services.skill_manifest import BundleInvalid, SkillMeta, invalid, parse_skill_md
+from app.services.skill_names import confusable_warning, imitates
 
 __all__ = ["BoundedSpool", "Bundle", "BundleInvalid", "BundleTooLarge", "max_bundle_mb",
            "normalize", "sniff"]
@@ -106,6 +107,8 @@ class Bundle:
     size: int
     files: list[tuple[str, int]]
     archive: IO[bytes] = field(repr=False)
+    # What the owner should know: frontmatter repairs, confusable file names.
+    notes: list[str] = field(default_factory=list)
 
     def close(self) -> None:
         self.archive.close()
@@ -159,7 +162,9 @@ def normalize(source: IO[bytes], *, kind: str, subdir: str = "", remote: bool = 
             kept = _select(members, subdir, remote)
             skill_md = kept["SKILL.md"]
             meta = parse_skill_md(_read_member(skill_md, "SKILL.md", SKILL_MD_MAX))
-            return _pack({rel: (m.size, m.open) for rel, m in kept.items()}, meta)
+            result = _pack({rel: (m.size, m.open) for rel, m in kept.items()}, meta)
+            result.notes += [w for rel in sorted(kept) if (w := confusable_warning(rel))]
+            return result
         finally:
             if archive is not None:
                 archive.close()
@@ -377,6 +382,11 @@ def _skill_root(paths: list[str], subdir: str, remote: bool) -> str:
         if deeper:
             raise invalid("SKILL.md must be at the archive root or inside one top-level "
                           f"folder (found it in {sorted(deeper)[0]!r})")
+        lookalike = next((p for p in sorted(paths)
+                          if imitates(p.rsplit("/", 1)[-1], "SKILL.md")), None)
+        if lookalike:
+            raise invalid(f"no SKILL.md found ({_quote(lookalike)} only looks like SKILL.md: "
+                          "it uses letters from another script)")
         raise invalid("no SKILL.md found")
     return roots.pop()
 
@@ -425,7 +435,7 @@ def _pack(files: dict[str, tuple[int, Callable[[], IO[bytes]]]], meta: SkillMeta
     except BaseException:
         out.close()
         raise
-    return Bundle(meta, sha, size, listing, out)
+    return Bundle(meta, sha, size, listing, out, list(meta.notes))
 
 
 def _opened(opener: Callable[[], IO[bytes]], rel: str):

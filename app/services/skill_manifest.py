@@ -1,7 +1,10 @@
 """SKILL.md: YAML frontmatter (name, description, version) and the instructions body.
 
 The frontmatter is parsed with PyYAML's safe loader (no tags, no Python objects) and is
-size-capped before parsing. The version, when present, must look like semver (reference
+size-capped before parsing; the mistakes the reference repairs are repaired first
+(skill_frontmatter), with a note. The display name may be in any script; the identifier
+(`name` of the catalog, the install folder) is an explicit `slug` or derived from the name
+(skill_names). The version, when present, must look like semver (reference
 6.2: `^v?\\d+\\.\\d+(\\.\\d+)?([.-][0-9A-Za-z.-]+)?$`), read from its literal text so that
 `version: 1.10` is not silently the float 1.1.
 """
@@ -11,13 +14,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import yaml
-
 from app.errors import BadRequest
+from app.services import skill_frontmatter, skill_names
+from app.services.skill_frontmatter import FrontmatterError
 
 FRONTMATTER_MAX = 64 * 1024
 DESCRIPTION_MAX = 4096
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 SEMVER = re.compile(r"^v?\d+\.\d+(\.\d+)?([.-][0-9A-Za-z.-]+)?$")
 
 
@@ -33,10 +37,12 @@ def invalid(message: str) -> BundleInvalid:
 
 @dataclass(frozen=True)
 class SkillMeta:
-    name: str
+    name: str  # the identifier (slug)
     description: str
     version: str
     instructions: str
+    display_name: str = ""
+    notes: tuple[str, ...] = ()  # what was repaired in the frontmatter
 
 
 def is_semver(value: str) -> bool:
@@ -51,20 +57,27 @@ def parse_skill_md(raw: bytes) -> SkillMeta:
         text = raw.decode("utf-8-sig").replace("\r\n", "\n")
     except UnicodeDecodeError:
         raise invalid("SKILL.md is not UTF-8 text") from None
-    frontmatter, body = _split(text)
+    frontmatter, body, offset = _split(text)
     try:
-        data = yaml.safe_load(frontmatter)
-    except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        line = f" (line {where.line + 2})" if where is not None else ""
-        raise invalid(f"the SKILL.md frontmatter is not valid YAML{line}") from None
+        parsed = skill_frontmatter.load(frontmatter)
+    except FrontmatterError as exc:
+        line = f" (line {exc.line + offset})" if exc.line is not None else ""
+        raise invalid(f"the SKILL.md frontmatter is {exc.reason}{line}") from None
+    data = parsed.data
     if not isinstance(data, dict):
         raise invalid("the SKILL.md frontmatter must be a mapping of keys to values")
-    return SkillMeta(_name(data), _description(data), _version(data, frontmatter),
-                     body.strip("\n"))
+    slug, display = _identity(data)
+    notes = [f"SKILL.md frontmatter repaired: {r}" for r in parsed.repairs]
+    if len(display) > skill_names.DISPLAY_MAX:
+        notes.append(f"The skill's name is longer than {skill_names.DISPLAY_MAX} characters; "
+                     "it is shown cut short.")
+        display = display[:skill_names.DISPLAY_MAX - 1].rstrip() + "…"
+    return SkillMeta(slug, _description(data), _version(data, frontmatter),
+                     body.strip("\n"), display, tuple(notes))
 
 
-def _split(text: str) -> tuple[str, str]:
+def _split(text: str) -> tuple[str, str, int]:
+    """Frontmatter, body, and the file line just before the frontmatter's first line."""
     lines = text.split("\n")
     start = next((i for i, line in enumerate(lines) if line.strip()), None)
     if start is None or lines[start].strip() != "---":
@@ -75,19 +88,34 @@ def _split(text: str) -> tuple[str, str]:
             frontmatter = "\n".join(lines[start + 1:end])
             if len(frontmatter) > FRONTMATTER_MAX:
                 raise invalid("the SKILL.md frontmatter is larger than 64 KiB")
-            return frontmatter, "\n".join(lines[end + 1:])
+            return frontmatter, "\n".join(lines[end + 1:]), start + 1
     raise invalid("the SKILL.md frontmatter is not closed by a --- line")
 
 
-def _name(data: dict) -> str:
-    name = data.get("name")
-    if not isinstance(name, str) or not name.strip():
+def _text(data: dict, key: str) -> str:
+    value = data.get(key)
+    if value is None or isinstance(value, bool) or not isinstance(value, str | int | float):
+        return ""
+    return " ".join(str(value).split())  # a folded or multi-line name reads as one line
+
+
+def _identity(data: dict) -> tuple[str, str]:
+    """(slug, display name). Shown: `displayName` (registries such as ClawHub write it
+    beside a slug-like `name`), else `name`, else `slug`. The slug: an explicit `slug`,
+    else derived from `name`, else from `displayName`."""
+    explicit, name = _text(data, "slug"), _text(data, "name")
+    display = _text(data, "displayName") or name or explicit
+    if not display:
         raise invalid("the SKILL.md frontmatter needs a name")
-    name = name.strip()
-    if not NAME.match(name):
-        raise invalid(f"the skill name {name[:80]!r} must be 1-64 letters, digits, '.', '_' "
-                      "or '-', starting with a letter or digit")
-    return name
+    if CONTROL.search(display) or BIDI.search(display):
+        raise invalid(f"the skill name {display[:80]!r} holds a control or bidirectional "
+                      "character")
+    if explicit:
+        if not skill_names.SLUG.match(explicit):
+            raise invalid(f"the slug {explicit[:80]!r} must be ASCII letters, digits, '.', "
+                          "'_' or '-', starting with a letter or digit")
+        return skill_names.shorten(explicit), display
+    return skill_names.derive(name or display), display
 
 
 def _description(data: dict) -> str:
@@ -105,18 +133,10 @@ def _version(data: dict, frontmatter: str) -> str:
         return ""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise invalid("the version must be text like 1.2.3")
-    text = value.strip() if isinstance(value, str) else _literal(frontmatter, "version")
+    text = (value.strip() if isinstance(value, str)
+            else skill_frontmatter.literal(frontmatter, "version"))
     if not text:
         return ""
     if len(text) > 64 or not is_semver(text):
         raise invalid(f"the version {text[:64]!r} is not semver (like 1.2.3)")
     return text
-
-
-def _literal(frontmatter: str, key: str) -> str:
-    """A top-level scalar's text exactly as written (YAML would turn 1.10 into 1.1)."""
-    node = yaml.compose(frontmatter, Loader=yaml.SafeLoader)
-    for key_node, value_node in getattr(node, "value", []):
-        if getattr(key_node, "value", None) == key and isinstance(value_node, yaml.ScalarNode):
-            return value_node.value.strip()
-    return ""

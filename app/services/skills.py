@@ -121,6 +121,7 @@ def _register(tenant: Tenant, actor: Actor, bundle: Bundle, source: str,
         db.session.add(row)
     row.version, row.description, row.instructions = meta.version, meta.description, \
         meta.instructions
+    row.display_name, row.notes = meta.display_name[:255], list(bundle.notes)
     row.bundle_ref, row.bundle_sha256, row.source = blob.key, blob.sha256, source[:2048]
     row.updated_at = utcnow()
     audit.record(tenant, actor, "skill_catalog.updated" if old_ref else "skill_catalog.created",
@@ -207,6 +208,7 @@ def list_catalog(tenant: Tenant) -> list[dict[str, Any]]:
 def _entry_view(entry: SkillCatalogEntry, rows: list[InstalledSkill],
                 configs: dict[str, SandboxConfig]) -> dict[str, Any]:
     return {"id": entry.id, "name": entry.name, "version": entry.version,
+            "display_name": entry.display_name or entry.name, "notes": list(entry.notes or []),
             "description": entry.description, "bundle_sha256": entry.bundle_sha256,
             "categories": list(entry.categories or []), "created_at": entry.created_at,
             "updated_at": entry.updated_at,
@@ -215,6 +217,7 @@ def _entry_view(entry: SkillCatalogEntry, rows: list[InstalledSkill],
 
 def _synthesised(row: InstalledSkill) -> dict[str, Any]:
     return {"id": row.id, "name": row.name, "version": row.version, "description": "",
+            "display_name": row.name, "notes": [],
             "bundle_sha256": row.bundle_sha256, "categories": [], "created_at": row.created_at,
             "updated_at": row.updated_at, "installations": []}
 

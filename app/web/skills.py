@@ -135,7 +135,7 @@ def add_skill():
     if entry is None:
         return _add_refused(source, targets or Targets.read(MultiDict()), problems)
     verb = "Added" if created else "Updated"
-    message = f"{verb} “{entry.name}”{' ' + entry.version if entry.version else ''}."
+    message = f"{verb} {_named(entry)}{' ' + entry.version if entry.version else ''}."
     if not targets.picked:
         return _listed(message)
     return _fanned_out(entry, targets, message)
@@ -253,9 +253,15 @@ def _result(entry: SkillCatalogEntry, targets: Targets, installs: dict[str, str]
 @guard(Role.admin)
 def delete_skill(catalog_id):
     entry = _entry(catalog_id)
-    name = entry.name
+    name = _named(entry)
     service.delete_entry(current_tenant(), principal(), entry)  # 409 while installed anywhere
-    return _listed(f"Deleted “{name}” from the catalog.")
+    return _listed(f"Deleted {name} from the catalog.")
+
+
+def _named(entry: SkillCatalogEntry) -> str:
+    """“Display name” (slug) when they differ, else “slug”: what a message calls a skill."""
+    shown = entry.display_name or entry.name
+    return f"“{shown}”" + (f" ({entry.name})" if shown != entry.name else "")
 
 
 # -- files (reference 6.5) ---------------------------------------------------------------

@@ -219,7 +219,7 @@ def test_a_non_semver_version_is_refused():
     (b"---\n- a list\n---\n", "must be a mapping"),
     (b"---\ndescription: d\n---\n", "needs a name"),
     (b"---\nname: ok\n---\n", "needs a description"),
-    (b"---\nname: ../../etc\ndescription: d\n---\n", "must be 1-64 letters"),
+    (b"---\nslug: ../../etc\ndescription: d\n---\n", "must be ASCII letters"),
     (b"---\nname: x\ndescription: d\nversion: !!python/object/apply:os.system [id]\n---\n",
      "not valid YAML"),
     (b"\xff\xfe---\n", "not UTF-8"),

@@ -1,0 +1,1 @@
+"""Provider plugins for spark-video render dispatch."""
