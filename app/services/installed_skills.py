@@ -129,6 +129,8 @@ def _install_one(tenant: Tenant, actor: Actor, entry, config: SandboxConfig) -> 
 def reinstall(tenant: Tenant, actor: Actor, row: InstalledSkill, notes: str | None) -> str:
     """Reference 7.1 reinstall: retry from the stored archive; notes are kept as a
     transcript note (the deterministic installer takes no guidance, decisions 8)."""
+    if notes and "\x00" in notes:  # PostgreSQL text cannot hold it
+        raise BadRequest("Notes cannot contain a NUL character.")
     busy = row.status in (InstallStatus.installing, InstallStatus.removing)
     if notes and busy:
         raise Conflict("This skill is busy; notes cannot be added to a running install.")
