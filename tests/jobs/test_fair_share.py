@@ -1,0 +1,231 @@
+"""Issue 11 item 5: one tenant cannot stall everyone's jobs.
+
+Tenant A starts two sandbox checks against a Docker engine that accepts connections and
+never answers (each would hold a worker for its whole HTTP timeout); tenant B's job must
+still start within seconds, on the in-process pool of 2 and on RQ with 2 real workers.
+A job past its kind's time limit ends `failed` with the reason, and its slot is freed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from app.jobs.registry import KINDS
+from app.models import JobStatus
+from app.services import job_limits, sandbox_check
+from app.services import jobs as job_service
+from tests.backends.conftest import require_docker
+from tests.jobs.conftest import ROOT
+from tests.jobs.helpers import fresh_row, wait_for_terminal
+
+HUNG_TIMEOUT = 25  # the hung checks' HTTP timeout: far longer than "within seconds"
+PROMPT = 5.0  # how soon tenant B's job must have run
+
+
+class SilentEngine:
+    """A unix socket that accepts connections and never answers: a hung Docker engine."""
+
+    def __init__(self) -> None:
+        self.path = os.path.join(tempfile.mkdtemp(prefix="sandlot-fair-"), "docker.sock")
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(self.path)
+        self.server.listen(16)
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+
+    def close(self) -> None:
+        """Hang up: the clients waiting on it fail at once, so the hung checks end."""
+        self.server.close()
+        for conn in self.held:
+            conn.close()
+
+
+@pytest.fixture
+def silent():
+    engine = SilentEngine()
+    yield engine
+    engine.close()
+
+
+def engines(silent: SilentEngine) -> str:
+    return json.dumps({"local": {"url": "unix:///var/run/docker.sock"},
+                       "silent": {"url": f"unix://{silent.path}"}})
+
+
+def hung_check(app, group) -> str:
+    """A shallow check of an unsaved config on the silent engine; its job id."""
+    doc = {"sandbox_type": "docker",
+           "docker": {"engine": "silent", "http_timeout_sec": HUNG_TIMEOUT}}
+    with app.app_context():
+        return sandbox_check.start(group.tenant.id, group.admin.id, None, doc, deep=False).id
+
+
+def wait_running(job_id: str, seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while fresh_row(job_id).status != JobStatus.running:
+        assert time.monotonic() < deadline, f"job {job_id} never started"
+        time.sleep(0.05)
+
+
+def assert_b_was_not_delayed(app, a_jobs: list[str], b_group) -> None:
+    """With A's first check hung on a worker, B's job runs within PROMPT seconds while
+    A's second check waits for A's own slot."""
+    wait_running(a_jobs[0])
+    time.sleep(0.5)  # give the second hung check every chance to take the other worker
+    started = time.monotonic()
+    with app.app_context():
+        b_job = job_service.enqueue("audit_export", tenant_id=b_group.tenant.id,
+                                    actor_id=b_group.admin.id).id
+    row = wait_for_terminal(b_job, seconds=PROMPT + 10)
+    waited = time.monotonic() - started
+    assert row.status == JobStatus.succeeded, row.error
+    assert waited < PROMPT, f"tenant B's job took {waited:.1f} s behind tenant A's hung checks"
+    statuses = {fresh_row(job_id).status for job_id in a_jobs}
+    assert statuses == {JobStatus.running, JobStatus.pending}, statuses
+
+
+def test_a_tenants_hung_checks_do_not_delay_another_tenants_job_in_process(
+        make_app, two_tenants, silent):
+    require_docker()
+    a, b = two_tenants
+    app = make_app(INPROCESS_WORKERS=2, SANDBOX_DOCKER_ENGINES=engines(silent))
+    a_jobs = [hung_check(app, a), hung_check(app, a)]
+
+    assert_b_was_not_delayed(app, a_jobs, b)
+
+    silent.close()
+    for job_id in a_jobs:  # both end, the second after the first freed A's slot
+        row = wait_for_terminal(job_id, seconds=30)
+        assert row.status == JobStatus.succeeded, row.error
+        assert row.result["checks"][0]["ok"] is False  # the control plane did not answer
+
+
+def test_a_tenants_hung_checks_do_not_delay_another_tenants_job_on_rq(
+        rq_app, two_tenants, silent, db_url):
+    require_docker()
+    a, b = two_tenants
+    rq_app.config["SANDBOX_DOCKER_ENGINES"] = engines(silent)
+    workers = [_start_worker(rq_app, db_url, engines(silent)) for _ in range(2)]
+    try:
+        _wait_for_workers(rq_app, 2)
+        a_jobs = [hung_check(rq_app, a), hung_check(rq_app, a)]
+
+        assert_b_was_not_delayed(rq_app, a_jobs, b)
+
+        silent.close()
+        for job_id in a_jobs:
+            row = wait_for_terminal(job_id, seconds=40)
+            assert row.status == JobStatus.succeeded, row.error
+    finally:
+        for worker in workers:
+            _stop(worker)
+
+
+def test_a_job_past_its_limit_ends_failed_and_frees_its_slot_in_process(
+        make_app, two_tenants):
+    a, b = two_tenants
+    app = make_app(INPROCESS_WORKERS=1)
+    with app.app_context():
+        stuck = job_service.enqueue("tests.sleep", tenant_id=a.tenant.id, actor_id=None,
+                                    params={"seconds": 8}, timeout_sec=1).id
+        after = job_service.enqueue("tests.count", tenant_id=b.tenant.id, actor_id=None).id
+    started = time.monotonic()
+
+    row = wait_for_terminal(stuck, seconds=5)
+    assert row.status == JobStatus.failed
+    assert row.error == "Stopped at its time limit: this job may run for at most 1 s."
+    # The only worker slot was freed at the limit: the next job ran while the stuck
+    # thread still sleeps (it cannot be killed; it ends on its own).
+    assert wait_for_terminal(after, seconds=5).status == JobStatus.succeeded
+    assert time.monotonic() - started < 5
+
+
+def test_a_tenant_at_its_share_waits_while_others_run_in_process(make_app, two_tenants):
+    """The share itself: with 2 workers a tenant runs at most 1 job at a time."""
+    from tests.jobs import kinds
+
+    a, b = two_tenants
+    app = make_app(INPROCESS_WORKERS=2)
+    gate = kinds.GATES["fair"] = threading.Event()
+    try:
+        with app.app_context():
+            first = job_service.enqueue("tests.block", tenant_id=a.tenant.id, actor_id=None,
+                                        params={"gate": "fair"}).id
+            second = job_service.enqueue("tests.count", tenant_id=a.tenant.id,
+                                         actor_id=None).id
+            other = job_service.enqueue("tests.count", tenant_id=b.tenant.id,
+                                        actor_id=None).id
+        assert wait_for_terminal(other).status == JobStatus.succeeded
+        assert fresh_row(first).status == JobStatus.running
+        assert fresh_row(second).status == JobStatus.pending
+    finally:
+        gate.set()
+    assert wait_for_terminal(second).status == JobStatus.succeeded
+
+
+def test_every_job_kind_has_its_own_limit(make_app, two_tenants):
+    """A new kind must state how long its work may take; enqueue uses that limit."""
+    real = {name for name in KINDS if not name.startswith("tests.")}
+    assert real <= set(job_limits.LIMITS), real - set(job_limits.LIMITS)
+    a, _ = two_tenants
+    app = make_app(INPROCESS_WORKERS=1)
+    with app.app_context():
+        job_id = job_service.enqueue("audit_export", tenant_id=a.tenant.id, actor_id=None).id
+    assert fresh_row(job_id).timeout_sec == job_limits.LIMITS["audit_export"]
+    wait_for_terminal(job_id)
+
+
+# -- real RQ workers, each in its own process -----------------------------------------------
+
+def _start_worker(app, db_url: str, docker_engines: str) -> subprocess.Popen:
+    from app.jobs.queue import queue_name
+
+    env = {**os.environ, "FLASK_APP": "tests.jobs.worker_app:make_app()",
+           "PYTHONPATH": str(ROOT), "SANDLOT_TEST_DATABASE_URL": db_url,
+           "SANDLOT_TEST_REDIS_URL": app.config["REDIS_URL"],
+           "SANDLOT_TEST_JOB_QUEUE": queue_name(app),
+           "SANDLOT_TEST_DOCKER_ENGINES": docker_engines}
+    flask = Path(sys.executable).with_name("flask")
+    return subprocess.Popen([str(flask), "worker"], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_workers(app, count: int, seconds: float = 30) -> None:
+    from redis import Redis
+    from rq import Queue, Worker
+
+    from app.jobs.queue import queue_name
+
+    queue = Queue(queue_name(app), connection=Redis.from_url(app.config["REDIS_URL"]))
+    deadline = time.monotonic() + seconds
+    while Worker.count(queue=queue) < count:
+        assert time.monotonic() < deadline, "the RQ workers did not start"
+        time.sleep(0.1)
+
+
+def _stop(worker: subprocess.Popen) -> None:
+    """SIGTERM is RQ's warm shutdown: the worker finishes its job and leaves."""
+    worker.terminate()
+    try:
+        worker.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        worker.wait(timeout=10)
