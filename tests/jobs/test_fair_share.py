@@ -52,7 +52,12 @@ class SilentEngine:
             self.held.append(conn)
 
     def close(self) -> None:
-        """Hang up: the clients waiting on it fail at once, so the hung checks end."""
+        """Hang up: the clients waiting on it fail at once, so the hung checks end. (Shut
+        the listener down first: a close alone leaves it listening while `accept` blocks.)"""
+        try:
+            self.server.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.server.close()
         for conn in self.held:
             conn.close()
@@ -145,7 +150,7 @@ def test_a_job_past_its_limit_ends_failed_and_frees_its_slot_in_process(
     app = make_app(INPROCESS_WORKERS=1)
     with app.app_context():
         stuck = job_service.enqueue("tests.sleep", tenant_id=a.tenant.id, actor_id=None,
-                                    params={"seconds": 8}, timeout_sec=1).id
+                                    params={"seconds": 5}, timeout_sec=1).id
         after = job_service.enqueue("tests.count", tenant_id=b.tenant.id, actor_id=None).id
     started = time.monotonic()
 
