@@ -234,3 +234,36 @@ def _stop(worker: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         worker.kill()
         worker.wait(timeout=10)
+
+
+def test_a_removal_on_a_hung_provider_ends_within_its_budget(app, two_tenants, silent,
+                                                             monkeypatch):
+    """A config may give each provider call 600 s; a removal's calls together stop at
+    REMOVAL_BUDGET_SEC (below the job's limit) and the removal is kept for a retry."""
+    import uuid
+
+    from app.extensions import db
+    from app.models import SandboxConfig, SandboxRemoval
+    from app.services import session_end
+
+    a, _ = two_tenants
+    monkeypatch.setitem(app.config, "SANDBOX_DOCKER_ENGINES", engines(silent))
+    monkeypatch.setattr(job_limits, "REMOVAL_BUDGET_SEC", 1)
+    assert job_limits.REMOVAL_BUDGET_SEC < job_limits.LIMITS["remove_sandboxes"]
+    config = SandboxConfig(id=str(uuid.uuid4()), tenant_id=a.tenant.id, name="hung",
+                           sandbox_type="docker", config={
+                               "sandbox_type": "docker",
+                               "docker": {"engine": "silent", "http_timeout_sec": 600}})
+    db.session.add(config)
+    db.session.flush()
+    removal = SandboxRemoval(tenant_id=a.tenant.id, sandbox_config_id=config.id,
+                             session_id=str(uuid.uuid4()))
+    db.session.add(removal)
+    db.session.commit()
+    started = time.monotonic()
+
+    assert session_end.remove(removal.id) == "retry"
+
+    assert time.monotonic() - started < 5
+    db.session.expire_all()
+    assert db.session.get(SandboxRemoval, removal.id).attempts == 1
