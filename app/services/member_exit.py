@@ -70,9 +70,8 @@ def end_sessions(tenant_id: int, user_id: int, note: Callable[[str], None]) -> d
                                     "member removed")
         db.session.commit()
         if time.monotonic() >= deadline:
-            # Past the budget the job stays within its limit (job_limits): each removal
-            # becomes a job of its own (or, with the queue down, the sweeper's).
-            session_end.schedule(removal)
+            # Past the budget the job stays within its limit (job_limits): the closed
+            # session's removal row is due now, and the removal sweeper takes it.
             ended += 1
             continue
         if session_end.remove(removal.id) == "retry":

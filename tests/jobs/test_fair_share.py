@@ -267,3 +267,46 @@ def test_a_removal_on_a_hung_provider_ends_within_its_budget(app, two_tenants, s
     assert time.monotonic() - started < 5
     db.session.expire_all()
     assert db.session.get(SandboxRemoval, removal.id).attempts == 1
+
+
+def test_ending_a_removed_members_sessions_stays_within_its_budget(app, two_tenants, silent,
+                                                                   monkeypatch):
+    """Each inline removal on a hung provider costs its budget; past the job's budget the
+    rest are left, due, to the removal sweeper, so the job ends below its limit."""
+    import uuid
+
+    from sqlalchemy import select
+
+    from app.extensions import db
+    from app.models import SandboxConfig, SandboxRemoval, SandboxSession
+    from app.services import member_exit
+    from tests.factories import make_user
+
+    a, _ = two_tenants
+    monkeypatch.setitem(app.config, "SANDBOX_DOCKER_ENGINES", engines(silent))
+    monkeypatch.setattr(job_limits, "REMOVAL_BUDGET_SEC", 1.5)
+    monkeypatch.setattr(job_limits, "MEMBER_EXIT_BUDGET_SEC", 1)
+    gone = make_user(f"gone-{uuid.uuid4().hex[:6]}@example.test")  # no longer a member
+    config = SandboxConfig(id=str(uuid.uuid4()), tenant_id=a.tenant.id, name="hung",
+                           sandbox_type="docker", config={
+                               "sandbox_type": "docker",
+                               "docker": {"engine": "silent", "http_timeout_sec": 600}})
+    db.session.add(config)
+    db.session.flush()
+    for _ in range(3):
+        db.session.add(SandboxSession(id=str(uuid.uuid4()), tenant_id=a.tenant.id,
+                                      user_id=gone.id, sandbox_config_id=config.id,
+                                      sandbox_id="gone-sandbox"))
+    db.session.commit()
+    started = time.monotonic()
+
+    outcome = member_exit.end_sessions(a.tenant.id, gone.id, lambda line: None)
+
+    assert time.monotonic() - started < 5
+    assert outcome == {"ended": 3, "unreachable": 1}
+    db.session.expire_all()
+    assert db.session.scalars(select(SandboxSession).where(
+        SandboxSession.user_id == gone.id)).all() == []
+    removals = db.session.scalars(select(SandboxRemoval).where(
+        SandboxRemoval.sandbox_config_id == config.id)).all()
+    assert sorted(r.attempts for r in removals) == [0, 0, 1]  # two left to the sweeper
