@@ -310,3 +310,36 @@ def test_ending_a_removed_members_sessions_stays_within_its_budget(app, two_tena
     removals = db.session.scalars(select(SandboxRemoval).where(
         SandboxRemoval.sandbox_config_id == config.id)).all()
     assert sorted(r.attempts for r in removals) == [0, 0, 1]  # two left to the sweeper
+
+
+def test_rq_share_counts_in_redis_and_a_lost_workers_slot_expires(redis_url):
+    """The Redis counter: a tenant's second job waits while its first holds the slot,
+    other tenants pass, and a slot whose worker died outright frees itself at the job's
+    limit, when the reaper's pass admits the waiting job."""
+    import uuid
+
+    from redis import Redis
+
+    from app.jobs import fair_rq
+
+    connection = Redis.from_url(redis_url)
+    queue = f"sandlot-test-fair-{uuid.uuid4().hex[:8]}"
+    fair = fair_rq.FairShare(connection, queue, lambda: 1)
+    enqueued: list[tuple[str, int, int]] = []
+    try:
+        assert fair.admit("a1", 1, tenant_id=1) is True
+        assert fair.admit("a2", 30, tenant_id=1) is False  # waits for tenant 1's slot
+        assert fair.admit("b1", 30, tenant_id=2) is True
+        fair.promote_all(lambda *job: enqueued.append(job))
+        assert enqueued == []  # a1 still holds the slot
+
+        # a1's worker is lost: nothing releases it, but its slot expires with its limit.
+        connection.zadd(f"sandlot:fair:{queue}:running:1", {"a1": time.time() - 1})
+        fair.promote_all(lambda *job: enqueued.append(job))
+        assert enqueued == [("a2", 30, 1)]
+
+        fair.release("a2", 1, lambda *job: enqueued.append(job))
+        assert fair.admit("a3", 30, tenant_id=1) is True  # nothing waits, a slot is free
+    finally:
+        for key in connection.scan_iter(f"sandlot:fair:{queue}:*"):
+            connection.delete(key)
