@@ -85,6 +85,10 @@ class BaseConfig:
     JOB_HEARTBEAT_SECONDS = 5
     JOB_REAP_GRACE_SECONDS = 60
     INPROCESS_WORKERS = 2
+    # Fair share (decisions 12): how many workers one tenant may hold at once; 0 = one less
+    # than the workers (in-process: INPROCESS_WORKERS; RQ: the live workers on the queue),
+    # at least 1. A tenant's further jobs wait while other tenants' jobs run.
+    JOB_TENANT_SHARE = _int("JOB_TENANT_SHARE", 0)
     # How often the embedded worker's reaper fails silent jobs and pauses idle sandboxes;
     # 0 turns it off (tests run the reaper explicitly, never behind another test's back).
     INPROCESS_REAPER_SECONDS = 30

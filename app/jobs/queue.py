@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import logging
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
 
-from flask import Flask
+from flask import Flask, current_app
 
 from app.extensions import db
+from app.jobs.fair_rq import FairShare
+from app.jobs.pool import FairPool
 from app.models import Job, JobStatus
+from app.services import job_limits, session_end
 from app.services import jobs as job_service
-from app.services import session_end
 from app.services import sessions as session_service
 from app.services.installs import control as skill_runs
 
 log = logging.getLogger("sandlot.jobs")
 QUEUE_NAME = "sandlot"
-RUNNER = "app.jobs.runner.run_job"
+RUNNER = "app.jobs.queue.run_rq_job"
 # A web request enqueues; it must not hang on a Redis that accepts but does not answer.
 ENQUEUE_SOCKET_TIMEOUT = 5
 
@@ -41,26 +43,63 @@ def died_reason(exc_type: type[BaseException] | None, timeout_sec: int | None) -
 
 
 def mark_errored(job, connection, exc_type=None, exc_value=None, tb=None) -> None:
-    """RQ failure callback: the run crashed or was stopped for its timeout; say so on the row."""
+    """RQ failure callback: the run crashed (errored) or was stopped at its kind's time
+    limit (failed, saying so); either way the row says what happened."""
+    from rq.timeouts import BaseTimeoutException
+
     from app.jobs.runner import run_in_app
 
     def record() -> None:
         try:
-            job_service.finish(job.id, JobStatus.errored, error=died_reason(exc_type, job.timeout))
+            if exc_type is not None and issubclass(exc_type, BaseTimeoutException):
+                row = db.session.get(Job, job.id)
+                job_service.finish(job.id, JobStatus.failed, error=job_limits.overrun_reason(
+                    row.kind if row is not None else "", job.timeout))
+            else:
+                job_service.finish(job.id, JobStatus.errored,
+                                   error=died_reason(exc_type, job.timeout))
         finally:
             db.session.remove()
 
     run_in_app(record)
 
 
+def run_rq_job(job_id: str) -> str:
+    """What an RQ worker runs: the runner, holding its tenant's fair-share slot for the
+    run and handing it to the tenant's next waiting job at the end, whatever the outcome
+    (RQ's timeout included: it is an exception raised in here)."""
+    from rq import get_current_job
+
+    from app.jobs.runner import run_job
+
+    current = get_current_job()
+    tenant_id = (current.meta or {}).get("tenant_id") if current is not None else None
+    dispatcher = current_app.extensions["sandlot_dispatcher"]
+    fair = getattr(dispatcher, "fair", None) if tenant_id is not None else None
+    if fair is not None:
+        fair.started(job_id, current.timeout, tenant_id)
+    try:
+        return run_job(job_id)
+    finally:
+        if fair is not None:
+            try:
+                fair.release(job_id, tenant_id, dispatcher.enqueue_now)
+            except Exception:  # the slot expires at its score; the reaper promotes
+                log.warning("could not release job %s's fair-share slot", job_id,
+                            exc_info=True)
+
+
 class RQDispatcher:
-    """Enqueue on Redis; `flask worker` runs the jobs."""
+    """Enqueue on Redis, a fair share per tenant (app/jobs/fair_rq.py); `flask worker`
+    runs the jobs."""
 
     def __init__(self, app: Flask):
         self.url = app.config["REDIS_URL"]
         self.name = queue_name(app)
         self.failure_ttl = app.config["JOB_FAILURE_TTL"]
+        self.configured_share = app.config.get("JOB_TENANT_SHARE")
         self._queue = None
+        self._fair: FairShare | None = None
 
     @property
     def queue(self):
@@ -73,28 +112,57 @@ class RQDispatcher:
             self._queue = Queue(self.name, connection=connection)
         return self._queue
 
-    def submit(self, job_id: str, timeout: int) -> None:
+    @property
+    def fair(self) -> FairShare:
+        if self._fair is None:
+            self._fair = FairShare(self.queue.connection, self.name, self.share)
+        return self._fair
+
+    def share(self) -> int:
+        """JOB_TENANT_SHARE, else one less than the live workers on this queue (at least 1)."""
+        if self.configured_share:
+            return job_limits.tenant_share(0, self.configured_share)
+        from rq import Worker
+
+        return job_limits.tenant_share(Worker.count(queue=self.queue), None)
+
+    def submit(self, job_id: str, timeout: int, tenant_id: int | None = None) -> None:
+        if tenant_id is not None and not self.fair.admit(job_id, timeout, tenant_id):
+            return  # it waits for its tenant's slot; run_rq_job's release enqueues it
+        try:
+            self.enqueue_now(job_id, timeout, tenant_id)
+        except Exception:
+            if tenant_id is not None:  # do not hold a slot for a job that is not queued
+                self.fair.release(job_id, tenant_id, self.enqueue_now)
+            raise
+
+    def enqueue_now(self, job_id: str, timeout: int, tenant_id: int | None) -> None:
         from rq import Callback
 
         self.queue.enqueue_call(
             RUNNER, args=(job_id,), job_id=job_id, timeout=timeout,
-            failure_ttl=self.failure_ttl, result_ttl=3600,
+            failure_ttl=self.failure_ttl, result_ttl=3600, meta={"tenant_id": tenant_id},
             on_failure=Callback(mark_errored, timeout=30),
         )
 
+    def housekeeping(self) -> None:
+        """Reaper pass: admit jobs whose tenant's slot expired with a lost worker."""
+        self.fair.promote_all(self.enqueue_now)
+
 
 class InProcessDispatcher:
-    """Embedded mode: the same runner on a small pool of threads, plus a reaper thread."""
+    """Embedded mode: the same runner on a fair pool of threads (app/jobs/pool.py: a share
+    per tenant, a time limit per job), plus a reaper thread."""
 
     def __init__(self, app: Flask):
         self.app = app
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: FairPool | None = None
         self._reaper_stop: threading.Event | None = None
         self._lock = threading.Lock()
         self._in_flight: dict[str, Future] = {}
 
-    def submit(self, job_id: str, timeout: int) -> None:
-        future = self._ensure_started().submit(self._run, job_id)
+    def submit(self, job_id: str, timeout: int, tenant_id: int | None = None) -> None:
+        future = self._ensure_started().submit(job_id, tenant_id, timeout)
         with self._lock:
             self._in_flight[job_id] = future
         future.add_done_callback(lambda _: self._forget(job_id, future))
@@ -105,8 +173,9 @@ class InProcessDispatcher:
                 del self._in_flight[job_id]
 
     def drain(self, timeout: float) -> list[str]:
-        """Wait up to `timeout` seconds for every submitted job to end; return the ids of
-        those still queued or running (empty when the pool is idle)."""
+        """Wait up to `timeout` seconds for every submitted job to end (a run past its limit
+        included: its thread may still write); return the ids of those still queued or
+        running (empty when the pool is idle)."""
         with self._lock:
             pending = dict(self._in_flight)
         if pending:
@@ -134,11 +203,23 @@ class InProcessDispatcher:
         finally:
             db.session.remove()
 
-    def _ensure_started(self) -> ThreadPoolExecutor:
+    def _overrun(self, job_id: str, limit: float) -> None:
+        """The pool freed the slot of a run past its limit: the row ends failed, saying so."""
+        with self.app.app_context():
+            try:
+                job = db.session.get(Job, job_id)
+                kind = job.kind if job is not None else ""
+                job_service.finish(job_id, JobStatus.failed,
+                                   error=job_limits.overrun_reason(kind, int(limit)))
+            finally:
+                db.session.remove()
+
+    def _ensure_started(self) -> FairPool:
         with self._lock:
             if self._pool is None:
                 workers = self.app.config["INPROCESS_WORKERS"]
-                self._pool = ThreadPoolExecutor(workers, thread_name_prefix="sandlot-job")
+                share = job_limits.tenant_share(workers, self.app.config.get("JOB_TENANT_SHARE"))
+                self._pool = FairPool(workers, share, self._run, self._overrun)
                 interval = self.app.config["INPROCESS_REAPER_SECONDS"]
                 if interval:
                     self._reaper_stop = threading.Event()
@@ -153,7 +234,8 @@ class InProcessDispatcher:
         if stop is not None:
             stop.set()
         if pool is not None:
-            pool.shutdown(wait=True)
+            pool.shutdown()
+            self.drain(timeout=600)  # runs past their limit end on their own timeouts
 
 
 def start_reaper(app: Flask, interval: float = 30.0,
@@ -166,7 +248,10 @@ def start_reaper(app: Flask, interval: float = 30.0,
 
     def loop() -> None:
         while not stop.wait(interval):
+            dispatcher = app.extensions["sandlot_dispatcher"]
+            housekeeping = getattr(dispatcher, "housekeeping", lambda: None)
             for name, task in (("job reaper", lambda: job_service.reap(reaper_grace(app))),
+                               ("fair share promotion", housekeeping),
                                ("skill run reaper", skill_runs.reap),
                                ("idle pause", session_service.pause_idle),
                                ("sandbox removal sweep", session_end.sweep)):

@@ -19,14 +19,14 @@ from app.models import InstalledSkill, InstallStatus, SandboxConfig, Tenant
 from app.models.types import utcnow
 from app.security.config_secrets import is_lost
 from app.security.redaction import MASK
-from app.services import Actor, audit, jobs, skill_files
+from app.services import Actor, audit, job_limits, jobs, skill_files
 from app.services import skills as catalog
 from app.services.installs import control
 from app.services.installs.events import EventLog
 
 ENV_VALUE_MAX = 8 * 1024
 NOTES_MAX = 10_000
-RUN_TIMEOUT = 3600
+RUN_TIMEOUT = job_limits.LIMITS["install_skill"]  # = the uninstall's
 INSTALL_JOB, UNINSTALL_JOB = catalog.JOB_KIND, "uninstall_skill"  # app/jobs/skills.py
 
 

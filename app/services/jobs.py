@@ -17,6 +17,7 @@ from app.errors import Unavailable
 from app.extensions import db
 from app.models import Job, JobStatus
 from app.models.types import utcnow
+from app.services import job_limits
 
 LOG_LIMIT = 64 * 1024
 
@@ -29,7 +30,7 @@ def enqueue(
     """Commit the row (with whatever else the session holds), then hand it over. A caller
     that must record the job's id on its own row first passes `job_id` and sets it before
     calling, so the two are committed together and no run can start before it."""
-    timeout = timeout_sec or current_app.config["JOB_DEFAULT_TIMEOUT"]
+    timeout = timeout_sec or job_limits.limit_for(kind, current_app.config["JOB_DEFAULT_TIMEOUT"])
     job = Job(
         id=job_id or str(uuid.uuid4()), tenant_id=tenant_id, actor_id=actor_id, kind=kind,
         target_type=target_type, target_id=None if target_id is None else str(target_id),
@@ -38,7 +39,7 @@ def enqueue(
     db.session.add(job)
     db.session.commit()
     try:
-        current_app.extensions["sandlot_dispatcher"].submit(job.id, timeout)
+        current_app.extensions["sandlot_dispatcher"].submit(job.id, timeout, tenant_id=tenant_id)
     except Exception as exc:  # the queue is down: the row must not stay pending forever
         finish(job.id, JobStatus.errored, error=f"could not enqueue: {type(exc).__name__}")
         raise Unavailable("The job queue is not reachable; try again shortly.") from exc
@@ -119,5 +120,6 @@ def reap(heartbeat_grace: int, pending_max: int = 3600) -> int:
         # an in-process run, and a worker may have lost its death penalty.
         limit = job.started_at + timedelta(seconds=job.timeout_sec + heartbeat_grace)
         if limit < now:
-            reaped += finish(job.id, JobStatus.errored, error="Job ran past its timeout.")
+            reaped += finish(job.id, JobStatus.failed,
+                             error=job_limits.overrun_reason(job.kind, job.timeout_sec))
     return reaped

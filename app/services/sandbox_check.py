@@ -23,13 +23,13 @@ from app.errors import NotFound, ValidationFailed
 from app.extensions import db
 from app.models import Job, SandboxConfig
 from app.security.crypto import crypto
-from app.services import jobs, sandbox_doc
+from app.services import job_limits, jobs, sandbox_doc
 from app.services import sandbox_probe as probe
-from app.services.sandbox_check_parts import BUDGET_SEC, CLEANUP_TIMEOUT_SEC, Check, Report
+from app.services.sandbox_check_parts import BUDGET_SEC, Check, Report
 from app.services.sandbox_check_run import Run
 
 JOB_KIND = "sandbox_check"
-JOB_TIMEOUT_SEC = BUDGET_SEC + CLEANUP_TIMEOUT_SEC + 30
+JOB_TIMEOUT_SEC = job_limits.LIMITS[JOB_KIND]  # the 90 s budget, cleanup, a margin
 UNSAVED = "unsaved"  # sandlot_sandbox_config_id of a check sandbox for an unsaved config
 # Check.line() as the job log holds it: the rows of a check still running.
 LOG_LINE = re.compile(r"^(\w+): (ok|failed|skipped)(?: \[(\w+)\])? \((\d+) ms\) ?(.*)$")

@@ -327,6 +327,8 @@ class Run:
             lambda: backend.list({**scope, "sandlot_purpose": "check"}), limit=10)
         cutoff = time.time() - SANDBOX_TTL_SEC - CLEANUP_TIMEOUT_SEC
         for sandbox in found if error is None else ():
+            if time.monotonic() >= self.deadline:
+                return  # the next check sweeps the rest; the job must end within its limit
             if epoch(sandbox.started_at) < cutoff:
                 delete_quietly(backend, sandbox.id)
 

@@ -22,12 +22,12 @@ from app.errors import NotFound, Unavailable
 from app.extensions import db
 from app.models import SandboxConfig, SandboxRemoval, SandboxSession, Tenant, User
 from app.models.types import utcnow
-from app.services import Actor, audit, jobs, sandbox_check_parts
+from app.services import Actor, audit, job_limits, jobs, sandbox_check_parts
 from app.services.sandbox_configs import backend_for, sandbox_filter
 
 log = logging.getLogger("sandlot.session_end")
 JOB_KIND = "remove_sandboxes"
-JOB_TIMEOUT_SEC = 180
+JOB_TIMEOUT_SEC = job_limits.LIMITS[JOB_KIND]
 # Seconds before the n-th retry of a removal the provider did not confirm.
 BACKOFF = (30, 60, 300, 900, 3600)
 SWEEP_BATCH = 20
@@ -193,13 +193,20 @@ def _delete_at_provider(removal: SandboxRemoval, config: SandboxConfig | None) -
     if config is None:
         return  # the config row is gone, and with it any way to reach its provider
     backend = backend_for(config.config, removal.sandbox_id, removal.traffic_token)
-    try:
-        filter_ = {**sandbox_filter(removal.tenant_id, config.id),
-                   "sandlot_session_id": removal.session_id}
+    filter_ = {**sandbox_filter(removal.tenant_id, config.id),
+               "sandlot_session_id": removal.session_id}
+    sandbox_id = removal.sandbox_id
+
+    def calls() -> None:
         for sandbox in backend.list(filter_):
             backend.delete(sandbox.id)
-        if removal.sandbox_id:
-            backend.delete(removal.sandbox_id)
+        if sandbox_id:
+            backend.delete(sandbox_id)
+
+    try:
+        # A config's http_timeout_sec may be 600 s per call: the calls together get a
+        # budget below the job's limit (job_limits), past which the removal is retried.
+        sandbox_check_parts.bounded(calls, job_limits.REMOVAL_BUDGET_SEC)
     finally:
         backend.close()
 

@@ -11,6 +11,7 @@ from rq.job import JobStatus as RQStatus
 
 from app.jobs.queue import mark_errored
 from app.models import JobStatus
+from app.services import job_limits
 from app.services import jobs as job_service
 from tests.jobs.helpers import fresh_row, rq_job, seed_audit
 
@@ -27,7 +28,7 @@ def test_flask_worker_runs_the_audit_export_enqueued_by_the_api(
     assert fresh_row(job_id).status == JobStatus.pending
     queued = rq_job(rq_app, job_id)  # RQ's job id is the row's id
     assert queued.get_status() == RQStatus.QUEUED
-    assert queued.timeout == fresh_row(job_id).timeout_sec == rq_app.config["JOB_DEFAULT_TIMEOUT"]
+    assert queued.timeout == fresh_row(job_id).timeout_sec == job_limits.LIMITS["audit_export"]
     assert queued.failure_ttl == rq_app.config["JOB_FAILURE_TTL"]
     assert queued.failure_callback is mark_errored
     assert queued.failure_callback_timeout == 30
@@ -61,7 +62,7 @@ def test_a_crash_runs_the_failure_callback_which_marks_the_row_errored(
 
 
 @pytest.mark.parametrize("runner", ["worker_subprocess", "worker_in_process"])
-def test_a_job_past_its_timeout_is_stopped_and_its_row_errored(
+def test_a_job_past_its_timeout_is_stopped_and_its_row_failed(
         request, runner, rq_app, two_tenants):
     a, _ = two_tenants
     with rq_app.app_context():
@@ -72,8 +73,8 @@ def test_a_job_past_its_timeout_is_stopped_and_its_row_errored(
     request.getfixturevalue(runner)(rq_app)  # returns after ~1 s, not 30: RQ stopped it
 
     row = fresh_row(job_id)
-    assert row.status == JobStatus.errored
-    assert row.error == "Job ran past its timeout (1 s) and was stopped."
+    assert row.status == JobStatus.failed
+    assert row.error == "Stopped at its time limit: this job may run for at most 1 s."
     assert rq_job(rq_app, job_id).get_status() == RQStatus.FAILED
 
 
@@ -84,7 +85,7 @@ def test_a_second_delivery_of_the_same_job_is_skipped(rq_app, two_tenants, worke
     worker_in_process(rq_app)
     first = fresh_row(job_id)
     # Redelivery (e.g. a requeue after a worker was lost) of the same id: runs nothing.
-    rq_app.extensions["sandlot_dispatcher"].submit(job_id, 60)
+    rq_app.extensions["sandlot_dispatcher"].submit(job_id, 60, tenant_id=a.tenant.id)
     worker_in_process(rq_app)
 
     assert first.status == JobStatus.succeeded and first.result == {"runs": 1}

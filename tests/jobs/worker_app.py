@@ -19,9 +19,12 @@ from tests.jobs import kinds  # noqa: F401  (registers the test-only kinds)
 
 
 def make_app() -> Flask:
-    return create_app({
+    settings = {
         "ENV": "testing",
         "SQLALCHEMY_DATABASE_URI": os.environ["SANDLOT_TEST_DATABASE_URL"],
         "REDIS_URL": os.environ["SANDLOT_TEST_REDIS_URL"],
         "JOB_QUEUE": os.environ["SANDLOT_TEST_JOB_QUEUE"],
-    })
+    }
+    if os.environ.get("SANDLOT_TEST_DOCKER_ENGINES"):  # a test's extra engines (a hung one)
+        settings["SANDBOX_DOCKER_ENGINES"] = os.environ["SANDLOT_TEST_DOCKER_ENGINES"]
+    return create_app(settings)

@@ -12,12 +12,12 @@ from app.errors import AppError, Conflict, NotFound
 from app.extensions import db
 from app.models import InstalledSkill, InstallStatus, SandboxConfig, SkillCatalogEntry, Tenant
 from app.models.types import utcnow
-from app.services import Actor, jobs
+from app.services import Actor, job_limits, jobs
 from app.services.sandbox_configs import cordoned
 
 FRESH_INSTALL = timedelta(minutes=3)  # reference 7.1: a younger in-flight install dedupes
-INSTALL_JOB_TIMEOUT = 3600
 JOB_KIND = "install_skill"
+INSTALL_JOB_TIMEOUT = job_limits.LIMITS[JOB_KIND]
 
 
 def accept(tenant: Tenant, entry: SkillCatalogEntry,

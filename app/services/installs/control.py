@@ -86,9 +86,16 @@ def reap(stuck_seconds: int | None = None) -> int:
         job_over = job is not None and job.is_terminal
         silent = row.installing_since is None or row.installing_since < silent_since
         if job_over or silent:
-            ended += _end(row, "its worker stopped" if job_over else
+            ended += _end(row, _why_over(job) if job_over else
                           f"no sign of life for {stuck // 60} minutes")
     return ended
+
+
+def _why_over(job: Job) -> str:
+    """A run stopped at its kind's time limit says so on the skill's row too."""
+    if job.status == JobStatus.failed and (job.error or "").startswith("Stopped at its time"):
+        return job.error.rstrip(".")
+    return "its worker stopped"
 
 
 def _end(row: InstalledSkill, why: str) -> bool:

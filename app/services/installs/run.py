@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +23,7 @@ from app.backends.base import Backend, BackendError
 from app.extensions import db
 from app.models import InstalledSkill, InstallStatus, SandboxConfig, SkillSnapshot, SnapshotState
 from app.models.types import utcnow
-from app.services import sandbox_doc
+from app.services import job_limits, sandbox_doc
 from app.services.installs import image
 from app.services.installs.events import EventLog, cap
 from app.services.installs.lock import ImageLock
@@ -31,6 +32,7 @@ from app.services.sandbox_configs import backend_for
 
 log = logging.getLogger("sandlot.skills.install")
 COMMAND_TIMEOUT_MAX = 600  # decisions 12
+COMMANDS_MARGIN_SEC = 600  # after the commands: image commit and cleanup
 OUTPUT_LIMIT = 256 * 1024
 DISK_FULL = ("No space left on device", "ENOSPC", "Disk quota exceeded")
 
@@ -90,6 +92,11 @@ class Run:
         cfg = current_app.config
         self.command_timeout = min(int(cfg.get("SKILL_INSTALL_COMMAND_TIMEOUT", 600)),
                                    COMMAND_TIMEOUT_MAX)
+        # The commands together end before the job's limit (job_limits), leaving
+        # COMMANDS_MARGIN_SEC for the image commit and cleanup; a plan of many commands
+        # cannot add up past it.
+        self.commands_deadline = (time.monotonic() + job_limits.LIMITS["install_skill"]
+                                  - COMMANDS_MARGIN_SEC)
 
     # -- the frame ------------------------------------------------------------------------
 
@@ -202,10 +209,17 @@ class Run:
     def root(self, command: str, cwd: str = "/", timeout: int | None = None,
              env: dict[str, str] | None = None):
         self.check()
+        left = int(self.commands_deadline - time.monotonic())
+        if left < 1:
+            raise RunFailed(self.out_of_time())
         return self.backend.exec(self.sandbox_id, command, user="root", cwd=cwd,
                                  env={**self.exec_env, **(env or {})},
-                                 timeout_sec=timeout or self.command_timeout,
+                                 timeout_sec=min(timeout or self.command_timeout, left),
                                  output_limit=OUTPUT_LIMIT)
+
+    def out_of_time(self) -> str:
+        return (f"The run used up its {job_limits.LIMITS['install_skill']} s time limit "
+                "before its commands finished.")
 
     def step(self, command: str, cwd: str, steps: int) -> None:
         """One plan command as transcript events; a failure ends the run (reference 7.2)."""
@@ -215,6 +229,8 @@ class Run:
         output = (result.stdout + (("\n" if result.stdout else "") + result.stderr
                                    if result.stderr else "")).rstrip("\n")
         self.events.output(f"{output}\n[exit code {result.exit_code}]".lstrip("\n"))
+        if result.timed_out and self.commands_deadline - time.monotonic() < 1:
+            raise RunFailed(self.out_of_time())
         if result.timed_out:
             raise RunFailed(f"`{command}` did not finish within {self.command_timeout} s and "
                             "was stopped.")
