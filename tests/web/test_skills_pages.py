@@ -34,7 +34,7 @@ class RecordingDispatcher:
     def __init__(self):
         self.submitted: list[str] = []
 
-    def submit(self, job_id: str, timeout: int) -> None:
+    def submit(self, job_id: str, timeout: int, tenant_id: int | None = None) -> None:
         self.submitted.append(job_id)
 
 
