@@ -16,7 +16,13 @@ from app.services import sandbox_configs as configs
 from app.services import skills as service
 from tests import factories
 from tests.fakes import skill_registry
-from tests.installs.conftest import _cleanup, _wait_jobs, engine, skill_zip  # noqa: F401
+from tests.installs.conftest import (
+    _cleanup,
+    _wait_jobs,
+    engine,  # noqa: F401 (fixture)
+    install_boxes,
+    skill_zip,
+)
 from tests.web.test_browser import shot, sign_in
 
 pytestmark = [pytest.mark.browser]
@@ -126,3 +132,40 @@ def test_admin_watches_an_install_to_done_then_manages_and_uninstalls(tab, works
     tab.goto("/skills")
     assert tab.locator(".skill-card", has_text="report-tools").locator(".chip").count() == 0
     assert re.search(r"No sandbox yet", tab.content())
+
+
+def test_admin_stops_a_slow_install_and_its_sandbox_goes(tab, workspace, engine):  # noqa: F811
+    """A deliberately slow installer (a long sleep) is stopped from the drawer: the run
+    ends `failed` with "install stopped" at once, and its maintenance sandbox is removed
+    (which ends the running command), so the job finishes long before the sleep would."""
+    slow = skill_zip("slow-tools", {"install.sh": b"#!/bin/sh\necho starting\nsleep 300\n"},
+                     description="Takes its time.")
+    service.register_upload(workspace.tenant, SYSTEM, io.BytesIO(slow))
+    sign_in(tab, workspace.admin.email)
+    tab.goto("/skills")
+    card = tab.locator(".skill-card", has_text="slow-tools")
+    card.get_by_role("link", name="Install", exact=True).click()
+    tab.locator(".drawer").get_by_label("Local Docker").check()
+    tab.locator(".drawer").get_by_role("button", name="Install").click()
+    tab.get_by_role("link", name="Done").click()
+    card.locator(".chip-link").first.click()
+    drawer = tab.locator("#manage-drawer")
+    drawer.locator(".t-command").first.wait_for(timeout=90_000)  # the installer is running
+    started = time.monotonic()
+
+    drawer.get_by_role("button", name="Stop install").click()
+
+    tab.locator(".flash-text", has_text="Install stopped.").wait_for()
+    assert drawer.get_by_role("button", name="Stop install").count() == 0
+    # The stage list stops where the run did: the installer's stage failed, none after it
+    # is shown as done.
+    assert drawer.locator(".stage-failed").inner_text() == "Running the installer"
+    assert drawer.locator(".stage-done").count() == 4
+    _both_sizes(tab, "skill-manage-stopped")
+    _wait_jobs()
+    assert time.monotonic() - started < 60  # the sleep was ended, not waited out
+    tab.goto("/skills")
+    slow_card = tab.locator(".skill-card", has_text="slow-tools")
+    assert slow_card.locator(".chip-failed").count() == 1
+    assert "install stopped" in slow_card.locator(".skill-failure").inner_text()
+    assert install_boxes(engine) == []

@@ -257,11 +257,28 @@ def current(tenant_id: int, row: InstalledSkill) -> dict[str, Any]:
     stages = REMOVAL_STAGES if row.status == InstallStatus.removing else INSTALL_STAGES
     names = [name for name, _ in stages]
     stage = "agent" if frame["stage"] == "verify_note" else frame["stage"]
+    if frame["stage"] == "failed":  # the list stops where the run did, that stage failed
+        reached = _reached(tenant_id, row, names)
+        at = names.index(reached) if reached else 0
+        return {**frame, "stages": [{"name": name, "label": label,
+                                     "state": "done" if i < at else "failed" if i == at
+                                     else "todo"} for i, (name, label) in enumerate(stages)]}
     at = names.index(stage) if stage in names else (len(names) - 1 if frame["done"] else 0)
     return {**frame, "stages": [{"name": name, "label": label,
                                  "state": "done" if i < at or (i == at and stage == "done")
                                  else "current" if i == at else "todo"}
                                 for i, (name, label) in enumerate(stages)]}
+
+
+def _reached(tenant_id: int, row: InstalledSkill, names: list[str]) -> str | None:
+    """The last listed stage the row's current run reported (the stage it failed in)."""
+    if not row.install_message_id:
+        return None
+    stage = db.session.scalar(select(SkillInstallEvent.stage).where(
+        SkillInstallEvent.tenant_id == tenant_id,
+        SkillInstallEvent.run_id == row.install_message_id,
+        SkillInstallEvent.stage.in_(names)).order_by(SkillInstallEvent.seq.desc()).limit(1))
+    return stage
 
 
 def transcript_of(tenant_id: int, row: InstalledSkill) -> list[SkillInstallEvent]:
