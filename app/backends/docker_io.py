@@ -12,6 +12,7 @@ import struct
 import tarfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -183,6 +184,9 @@ class RawRun:
     exec_id: str = ""
 
 
+OnOutput = Callable[[int, bytes], None]
+
+
 class _Capped:
     """One output stream kept up to `limit` bytes; the rest is drained and dropped."""
 
@@ -199,6 +203,23 @@ class _Capped:
             self.data += chunk[:room]
 
 
+class HoldBack:
+    """Passes output on live but keeps stderr's last `keep` bytes back until more comes,
+    so the exit line the wrapper prints after the command is never shown as output."""
+
+    def __init__(self, sink: OnOutput, keep: int):
+        self.sink, self.keep, self.held = sink, keep, b""
+
+    def __call__(self, stream: int, chunk: bytes) -> None:
+        if stream != 2 or not self.keep:
+            self.sink(stream, chunk)
+            return
+        self.held += chunk
+        if len(self.held) > self.keep:
+            self.sink(2, self.held[:-self.keep])
+            self.held = self.held[-self.keep:]
+
+
 def start_exec(api: docker.APIClient, exec_id: str) -> Any:
     """POST /exec/{id}/start hijacked, returning the raw response.
 
@@ -212,13 +233,14 @@ def start_exec(api: docker.APIClient, exec_id: str) -> Any:
     return response
 
 
-def read_exec(response: Any, deadline: float, limit: int,
-              err_extra: int = 0) -> tuple[bytes, bytes, bool, bool]:
+def read_exec(response: Any, deadline: float, limit: int, err_extra: int = 0,
+              on_output: OnOutput | None = None) -> tuple[bytes, bytes, bool, bool]:
     """Demultiplex stdout/stderr until EOF or the monotonic `deadline`.
 
     Reads through the HTTP response's buffered reader (bytes that arrived with the
     headers are already in its buffer) with the socket timeout set to the time left.
-    Returns (stdout, stderr, truncated, deadline_hit).
+    Returns (stdout, stderr, truncated, deadline_hit). `on_output(stream, chunk)` sees
+    every frame as it arrives (stream 1 stdout, 2 stderr), for a live view of a run.
     """
     reader = response.raw._fp.fp
     sock = reader.raw._sock
@@ -236,7 +258,7 @@ def read_exec(response: Any, deadline: float, limit: int,
             if not chunk:
                 break
             pending += chunk
-            pending = _take_frames(pending, streams)
+            pending = _take_frames(pending, streams, on_output)
     except TimeoutError:
         deadline_hit = True
     finally:
@@ -245,7 +267,8 @@ def read_exec(response: Any, deadline: float, limit: int,
     return bytes(out.data), bytes(err.data), out.truncated or err.truncated, deadline_hit
 
 
-def _take_frames(pending: bytearray, streams: dict[int, _Capped]) -> bytearray:
+def _take_frames(pending: bytearray, streams: dict[int, _Capped],
+                 on_output: OnOutput | None = None) -> bytearray:
     while len(pending) >= HEADER.size:
         kind, size = HEADER.unpack_from(pending)
         if len(pending) < HEADER.size + size:
@@ -254,6 +277,8 @@ def _take_frames(pending: bytearray, streams: dict[int, _Capped]) -> bytearray:
         del pending[:HEADER.size + size]
         if kind in streams:
             streams[kind].add(payload)
+            if on_output is not None:
+                on_output(kind, payload)
     return pending
 
 

@@ -23,7 +23,8 @@ from app.models.tenant import ROLE_ORDER, Membership, Role, Tenant
 from app.models.user import User
 
 __all__ = [
-    "ROLE_ORDER", "ApiKey", "AuditEvent", "ExecRun", "RunStatus", "Invitation", "InvitationStatus", "Job", "JobStatus",
+    "ROLE_ORDER", "ApiKey", "AuditEvent", "ExecRun", "RunStatus", "Invitation",
+    "InvitationStatus", "Job", "JobStatus",
     "LoginSession", "Membership", "PersonalEnvVar", "Role",
     "BindingState", "SandboxConfig", "SandboxRemoval", "SandboxSession", "Tenant", "User",
     "InstallStatus", "InstalledSkill", "SkillCatalogEntry", "EventKind", "SkillImageLease",
