@@ -102,8 +102,8 @@ def start(tenant: Tenant, user: User, session: SandboxSession, command: str,
     """
     sessions.precheck(tenant, user, session, command, timeout_sec, skill)
     app = current_app._get_current_object()
-    config = app.config
-    if not _pool(app).take(tenant.id, int(config.get("RUNS_MAX", 128)),
+    config, tenant_id = app.config, tenant.id
+    if not _pool(app).take(tenant_id, int(config.get("RUNS_MAX", 128)),
                            int(config.get("RUNS_PER_TENANT_MAX", 64))):
         raise Unavailable("Too many commands are running on this server; retry shortly.")
     try:
@@ -116,9 +116,9 @@ def start(tenant: Tenant, user: User, session: SandboxSession, command: str,
         assert _pool(app).executor is not None
         future = _pool(app).executor.submit(_execute, app, run.id)
     except BaseException:
-        _pool(app).release(tenant.id)
+        _pool(app).release(tenant_id)
         raise
-    future.add_done_callback(lambda _: _pool(app).release(tenant.id))
+    future.add_done_callback(lambda _: _pool(app).release(tenant_id))
     wait = float(config.get("RUN_SYNC_WAIT_SECONDS", 10.0))
     try:
         outcome = future.result(timeout=wait)

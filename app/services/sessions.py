@@ -184,8 +184,8 @@ def exec_command(tenant: Tenant, user: User, session: SandboxSession, command: s
     timeout = exec_timeout(doc, timeout_sec)
     who = Who.user(tenant, user)
     env, cwd = dict(resolution.env), None
-    if live is not None:
-        live.secrets = tuple(env.values())
+    if live is not None:  # what a run masks in the output it stores: every env value
+        live.secrets = (*env.values(), *(str(v) for v in (doc.get("env_vars") or {}).values()))
     run, capture_to = command, None
     if installed is not None:
         runtime, cwd = skill_exec.skill_runtime(installed)
