@@ -119,7 +119,7 @@ def start(tenant: Tenant, user: User, session: SandboxSession, command: str,
         _pool(app).release(tenant_id)
         raise
     future.add_done_callback(lambda _: _pool(app).release(tenant_id))
-    wait = float(config.get("RUN_SYNC_WAIT_SECONDS", 10.0))
+    wait = float(config.get("RUN_SYNC_WAIT_SECONDS", 5.0))
     try:
         outcome = future.result(timeout=wait)
     except TimeoutError:

@@ -197,6 +197,9 @@ def exec_command(tenant: Tenant, user: User, session: SandboxSession, command: s
         backend = _backend(session, doc)
         sandbox_id, reused = ensure_sandbox(session, config, backend)
         hooks = _hooks(backend, live)
+        # End the read transaction: no pooled database connection is held for as long
+        # as the command runs (50 long runs would otherwise need 50 connections).
+        db.session.commit()
         try:
             result = backend.exec(sandbox_id, run, cwd=cwd, env=env, timeout_sec=timeout,
                                   output_limit=OUTPUT_LIMIT, **hooks)

@@ -74,3 +74,7 @@ def wait_run(api, world: World, run_id: str, seconds: float = 60,
         if until(run) or time.monotonic() > deadline:
             return run
         time.sleep(0.1)
+
+
+# The install streams' live-server fixtures, for runs' event streams.
+from tests.streams.conftest import _hang_up_streams, redis_url, serve  # noqa: E402,F401
