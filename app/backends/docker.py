@@ -404,7 +404,7 @@ class DockerBackend(DockerFiles, DockerImages):
             extra = len(marker) + 8 if marker else 0  # stderr's room for the exit line
             out, raw_err, truncated, hit = docker_io.read_exec(
                 response, started + deadline_sec, limit, extra,
-                docker_io.HoldBack(on_output, extra) if on_output else None)
+                docker_io.HoldBack(on_output, marker) if on_output else None)
             err, code, overflow = docker_io.take_exit_marker(raw_err, marker, limit)
             # stderr below its cap: any truncation was stdout's
             truncated = overflow or (truncated and len(raw_err) < limit + extra)

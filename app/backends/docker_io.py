@@ -204,20 +204,31 @@ class _Capped:
 
 
 class HoldBack:
-    """Passes output on live but keeps stderr's last `keep` bytes back until more comes,
-    so the exit line the wrapper prints after the command is never shown as output."""
+    """Passes output on live, except the exit line the exec's wrapper prints on stderr
+    after the command (behind `marker`): stderr that could be the start of it waits for
+    the next chunk, and from the marker on nothing is passed."""
 
-    def __init__(self, sink: OnOutput, keep: int):
-        self.sink, self.keep, self.held = sink, keep, b""
+    def __init__(self, sink: OnOutput, marker: str):
+        self.sink, self.marker, self.held, self.ended = sink, marker.encode(), b"", False
 
     def __call__(self, stream: int, chunk: bytes) -> None:
-        if stream != 2 or not self.keep:
+        if stream != 2 or not self.marker:
             self.sink(stream, chunk)
             return
+        if self.ended:
+            return
         self.held += chunk
-        if len(self.held) > self.keep:
-            self.sink(2, self.held[:-self.keep])
-            self.held = self.held[-self.keep:]
+        at = self.held.find(self.marker)
+        if at >= 0:
+            self.ended = True
+            if at:
+                self.sink(2, self.held[:at])
+            return
+        keep = next((k for k in range(min(len(self.marker) - 1, len(self.held)), 0, -1)
+                     if self.held.endswith(self.marker[:k])), 0)
+        if len(self.held) > keep:
+            self.sink(2, self.held[:len(self.held) - keep])
+            self.held = self.held[len(self.held) - keep:]
 
 
 def start_exec(api: docker.APIClient, exec_id: str) -> Any:
