@@ -154,8 +154,9 @@ def config_doc(session: SandboxSession) -> dict[str, Any]:
 
 
 def can_cancel(session: SandboxSession) -> bool:
-    """Whether the session's provider can stop a running command (Docker today)."""
-    return config_doc(session).get("sandbox_type") == "docker"
+    """Whether the session's provider can stop a running command (each backend's
+    cancel_exec: Docker from the host, E2B and Cube through envd's kill)."""
+    return config_doc(session).get("sandbox_type") in ("docker", "e2b", "cube")
 
 
 def cancel_exec(session: SandboxSession, ref: str) -> None:

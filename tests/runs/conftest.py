@@ -78,3 +78,9 @@ def wait_run(api, world: World, run_id: str, seconds: float = 60,
 
 # The install streams' live-server fixtures, for runs' event streams.
 from tests.streams.conftest import _hang_up_streams, redis_url, serve  # noqa: E402,F401
+
+
+def finished(api, world: World, response) -> dict:
+    """The stored run of an exec answer, once it ended (200 or 202 alike)."""
+    data = response.json["data"]
+    return wait_run(api, world, data.get("run_id") or data["id"])

@@ -9,7 +9,7 @@ import uuid
 
 from app.extensions import db
 from app.models import ExecRun, RunStatus, SandboxConfig
-from tests.runs.conftest import docker_config, open_session, wait_run
+from tests.runs.conftest import docker_config, finished, open_session, wait_run
 
 
 def test_a_long_command_answers_202_and_its_output_lands_in_the_history(world, short_wait):
@@ -25,9 +25,9 @@ def test_a_long_command_answers_202_and_its_output_lands_in_the_history(world, s
     assert done["stdout"] == "begin\nend\n" and done["stderr"] == "oops\n"
     assert done["duration_ms"] >= 2000 and done["finished_at"]
     quick = world.member.post(world.url("/exec"), json={"command": "echo quick"})
-    assert quick.status_code == 200 and quick.json["data"]["stdout"] == "quick\n"
+    assert finished(world.member, world, quick)["stdout"] == "quick\n"
     history = world.member.get(world.url("/runs")).json["data"]
-    assert [r["id"] for r in history] == [quick.json["data"]["run_id"], run["id"]]
+    assert history[1]["id"] == run["id"] and history[0]["command"] == "echo quick"
     assert history[0]["status"] == "succeeded"
     page = world.member.get(world.url("/runs?limit=1&offset=1")).json["data"]
     assert [r["id"] for r in page] == [run["id"]]
@@ -64,7 +64,7 @@ def test_cancel_kills_the_whole_group_and_a_setsid_child(world, short_wait, engi
     again = world.member.post(world.url(f"/runs/{run['id']}/cancel"))
     assert again.status_code == 409 and again.json["error"]["code"] == "run_not_running"
     after = world.member.post(world.url("/exec"), json={"command": "echo still-usable"})
-    assert after.json["data"]["stdout"] == "still-usable\n"
+    assert finished(world.member, world, after)["stdout"] == "still-usable\n"
 
 
 def test_foreign_and_other_members_runs_are_404(world, short_wait, bearer):
