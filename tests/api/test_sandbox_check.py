@@ -390,3 +390,22 @@ def test_a_check_that_outlasts_the_wait_answers_202_and_is_polled(admin_api, mon
         time.sleep(0.2)
     assert job["status"] == "succeeded"
     assert [row["name"] for row in job["result"]["checks"]] == SHALLOW
+
+
+def test_a_slow_check_never_holds_the_request_past_a_few_seconds(admin_api, monkeypatch):
+    """Decisions 12: the request waited up to 95 s for the check's job; now 5 s, then 202."""
+    from app.services import sandbox_check
+    from tests.jobs.helpers import wait_for_terminal
+
+    real = sandbox_check.check
+
+    def slow(*args, **kwargs):
+        time.sleep(8)  # a provider that takes its time (in the job, not the request)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sandbox_check, "check", slow)
+    started = time.monotonic()
+    response = admin_api.post(URL, json={"config": docker_doc()})
+    waited = time.monotonic() - started
+    assert response.status_code == 202 and waited < 7, (response.status_code, waited)
+    assert wait_for_terminal(response.json["data"]["job_id"], 30).status.value == "succeeded"

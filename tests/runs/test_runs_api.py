@@ -114,3 +114,22 @@ def test_stored_output_masks_resolved_env_values(world):
     assert "hello-from-config" not in stored["stdout"] and stored["stdout"] == "***\n"
     row = db.session.get(ExecRun, run_id)
     assert "hello-from-config" not in row.stdout + row.stderr + row.command
+
+
+def test_past_the_per_workspace_bound_a_run_is_refused_not_queued(world, short_wait, app,
+                                                                  monkeypatch):
+    monkeypatch.setitem(app.config, "RUNS_PER_TENANT_MAX", 1)
+    held = world.member.post(world.url("/exec"), json={"command": "sleep 30"})
+    assert held.status_code == 202
+    refused = world.member.post(world.url("/exec"), json={"command": "echo hi"})
+    assert refused.status_code == 503 and refused.json["error"]["code"] == "unavailable"
+    assert world.member.post(world.url(f"/runs/{held.json['data']['id']}/cancel")) \
+        .status_code == 202
+    assert wait_run(world.member, world, held.json["data"]["id"], 15)["status"] == "cancelled"
+    deadline = time.monotonic() + 5  # the slot comes back as the run's thread ends
+    while time.monotonic() < deadline:
+        again = world.member.post(world.url("/exec"), json={"command": "echo hi"})
+        if again.status_code != 503:
+            break
+        time.sleep(0.1)
+    assert finished(world.member, world, again)["stdout"] == "hi\n"
