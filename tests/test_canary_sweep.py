@@ -113,6 +113,10 @@ def build_world(app, hunter: Hunter) -> World:
         value = hunter.plant(f"{name} encrypted column value", canary("enc"))
         planted.seed_every_encrypted_column(tenant, value)
         rows = routes.Rows(factories.TenantUsers(tenant, users))
+        # A run whose command printed the secret its environment held (issue 11 item 1):
+        # its history, its events and the Playground show it masked.
+        rows.cache["run_id"] = routes.make_printed_run(
+            rows.world, f"the env said {value}\n", (value,))
         # A pending invitation's token: shown once when created, then only its hash is kept;
         # the accept page it opens must not repeat it. The sweep opens that page with it.
         _, token = factories.make_invitation(tenant, f"invitee@{name.lower()[-1]}.test")

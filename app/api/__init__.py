@@ -14,6 +14,7 @@ from app.api import (  # noqa: E402,F401
     members,
     openapi,
     personal_env,
+    runs,
     sandbox_configs,
     sessions,
     skills,

@@ -3,6 +3,7 @@ an admin may also end any of the workspace's (decisions 12)."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from typing import Any
 
@@ -11,10 +12,11 @@ from pydantic import Field
 
 from app.api import bp
 from app.api._core import Out, Strict, doc, ok, parse_body, project
+from app.api.runs import run_out
 from app.api.workspace_sessions import EndedOut, ended_out
 from app.auth.guards import guard
 from app.models import Role, SandboxSession
-from app.services import session_end, sessions
+from app.services import runs, session_end, sessions
 from app.tenancy import current_tenant, get_or_404
 
 
@@ -46,6 +48,7 @@ class ExecIn(Strict):
 
 
 class ExecOut(Out):
+    run_id: str = Field(description="The run this exec is stored as (GET .../runs/:runId)")
     stdout: str
     stderr: str
     exit_code: int
@@ -105,12 +108,18 @@ def delete_session(session_id):
 
 @bp.post("/sessions/<uuid:session_id>/exec")
 @guard(Role.viewer)
-@doc("Run a command in the session's sandbox (created on first use, then reused)",
+@doc("Run a command in the session's sandbox (created on first use, then reused). It "
+     "runs off the request: the answer is its result when it ends within a few seconds "
+     "(RUN_SYNC_WAIT_SECONDS, 5), else 202 with the run (follow .../runs/:runId/events)",
      request=ExecIn, response=ExecOut, errors=(400, 403, 404, 409, 423, 503))
 def exec_in_session(session_id):
     body = parse_body(ExecIn)
     session = _own(str(session_id))
-    outcome = sessions.exec_command(current_tenant(), g.principal.user, session, body.command,
-                                    body.timeout_sec, skill=body.skill)
-    return ok(project(ExecOut, outcome))
+    started = runs.start(current_tenant(), g.principal.user, session, body.command,
+                         body.timeout_sec, skill=body.skill)
+    if started.outcome is None:
+        return ok(run_out(started.run), 202)
+    out = ExecOut.model_validate({**dataclasses.asdict(started.outcome),
+                                  "run_id": started.run.id})
+    return ok(out.model_dump(mode="json"))
 

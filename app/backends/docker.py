@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -390,17 +390,21 @@ class DockerBackend(DockerFiles, DockerImages):
 
     def _run(self, container_id: str, argv: list[str], *, user: str, cwd: str | None,
              env: dict[str, str] | None, deadline_sec: float,
-             limit: int, marker: str = "") -> docker_io.RawRun:
+             limit: int, marker: str = "", on_output: docker_io.OnOutput | None = None,
+             on_started: Callable[[str], None] | None = None) -> docker_io.RawRun:
         secrets = tuple((env or {}).values())
         started = time.monotonic()
         with self._errors("exec", secrets):
             exec_id = self.api.exec_create(
                 container_id, argv, stdout=True, stderr=True, user=user, workdir=cwd,
                 environment=dict(env or {}))["Id"]
+            if on_started is not None:
+                on_started(exec_id)
             response = docker_io.start_exec(self.api, exec_id)
             extra = len(marker) + 8 if marker else 0  # stderr's room for the exit line
             out, raw_err, truncated, hit = docker_io.read_exec(
-                response, started + deadline_sec, limit, extra)
+                response, started + deadline_sec, limit, extra,
+                docker_io.HoldBack(on_output, marker) if on_output else None)
             err, code, overflow = docker_io.take_exit_marker(raw_err, marker, limit)
             # stderr below its cap: any truncation was stdout's
             truncated = overflow or (truncated and len(raw_err) < limit + extra)
@@ -425,8 +429,13 @@ class DockerBackend(DockerFiles, DockerImages):
 
     def exec(self, sandbox_id: str, command: str, *, user: str | None = None,
              cwd: str | None = None, env: dict[str, str] | None = None,
-             timeout_sec: int = 60, output_limit: int = 1 << 20) -> ExecResult:
+             timeout_sec: int = 60, output_limit: int = 1 << 20,
+             on_output: docker_io.OnOutput | None = None,
+             on_started: Callable[[str], None] | None = None) -> ExecResult:
         """Run `command` with `sh -c`, killed after `timeout_sec` (exit 137, timed_out).
+
+        `on_output(stream, chunk)` sees the output live (the exit line excluded);
+        `on_started(ref)` gets the handle `cancel_exec` takes, before the command starts.
 
         stdout and stderr are each kept up to `output_limit` bytes (truncated=True when
         more was produced). If the host-side backstop fires first (something kept the
@@ -441,9 +450,10 @@ class DockerBackend(DockerFiles, DockerImages):
         argv = ["sh", "-c", 'timeout -s KILL "$1" sh -c "$2"; c=$?; printf "%s%d" "$3" $c >&2; '
                 'exit $c', "sh", str(timeout_sec), command, marker]
         since = docker_reap.now_ticks()
+        started = (lambda exec_id: on_started(f"{exec_id}:{since}")) if on_started else None
         run = self._run(data["Id"], argv, user=user_name(user), cwd=cwd, env=env,
                         deadline_sec=timeout_sec + HOST_GRACE_SEC, limit=output_limit,
-                        marker=marker)
+                        marker=marker, on_output=on_output, on_started=started)
         killed = run.exit_code in (124, 137) and run.elapsed >= timeout_sec
         if killed or run.deadline_hit:
             self._reap(data, since, run.exec_id)
@@ -452,3 +462,20 @@ class DockerBackend(DockerFiles, DockerImages):
                           stderr=run.stderr.decode("utf-8", "replace"),
                           exit_code=exit_code, duration_ms=int(run.elapsed * 1000),
                           timed_out=killed or run.deadline_hit, truncated=run.truncated)
+
+    def cancel_exec(self, sandbox_id: str, ref: str) -> bool:
+        """Kill a running exec's whole process tree, including what left its process
+        group (`setsid`) since it started, sparing the container's init and other live
+        execs (docker_reap, as after a timeout). False when it had already ended; raises
+        Unsupported where the engine's processes cannot be reached from this host."""
+        exec_id, _, since = ref.partition(":")
+        if not docker_reap.available(self.settings.host):
+            raise Unsupported("stopping a running command needs the Docker engine on this host")
+        with self._errors("exec inspect"):
+            info = self.api.exec_inspect(exec_id)
+        if not info.get("Running"):
+            return False
+        data = self._running_data(sandbox_id)
+        self._reap(data, int(since or 0), exec_id)
+        return True
+

@@ -12,6 +12,7 @@ import struct
 import tarfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -183,6 +184,9 @@ class RawRun:
     exec_id: str = ""
 
 
+OnOutput = Callable[[int, bytes], None]
+
+
 class _Capped:
     """One output stream kept up to `limit` bytes; the rest is drained and dropped."""
 
@@ -199,6 +203,34 @@ class _Capped:
             self.data += chunk[:room]
 
 
+class HoldBack:
+    """Passes output on live, except the exit line the exec's wrapper prints on stderr
+    after the command (behind `marker`): stderr that could be the start of it waits for
+    the next chunk, and from the marker on nothing is passed."""
+
+    def __init__(self, sink: OnOutput, marker: str):
+        self.sink, self.marker, self.held, self.ended = sink, marker.encode(), b"", False
+
+    def __call__(self, stream: int, chunk: bytes) -> None:
+        if stream != 2 or not self.marker:
+            self.sink(stream, chunk)
+            return
+        if self.ended:
+            return
+        self.held += chunk
+        at = self.held.find(self.marker)
+        if at >= 0:
+            self.ended = True
+            if at:
+                self.sink(2, self.held[:at])
+            return
+        keep = next((k for k in range(min(len(self.marker) - 1, len(self.held)), 0, -1)
+                     if self.held.endswith(self.marker[:k])), 0)
+        if len(self.held) > keep:
+            self.sink(2, self.held[:len(self.held) - keep])
+            self.held = self.held[len(self.held) - keep:]
+
+
 def start_exec(api: docker.APIClient, exec_id: str) -> Any:
     """POST /exec/{id}/start hijacked, returning the raw response.
 
@@ -212,13 +244,14 @@ def start_exec(api: docker.APIClient, exec_id: str) -> Any:
     return response
 
 
-def read_exec(response: Any, deadline: float, limit: int,
-              err_extra: int = 0) -> tuple[bytes, bytes, bool, bool]:
+def read_exec(response: Any, deadline: float, limit: int, err_extra: int = 0,
+              on_output: OnOutput | None = None) -> tuple[bytes, bytes, bool, bool]:
     """Demultiplex stdout/stderr until EOF or the monotonic `deadline`.
 
     Reads through the HTTP response's buffered reader (bytes that arrived with the
     headers are already in its buffer) with the socket timeout set to the time left.
-    Returns (stdout, stderr, truncated, deadline_hit).
+    Returns (stdout, stderr, truncated, deadline_hit). `on_output(stream, chunk)` sees
+    every frame as it arrives (stream 1 stdout, 2 stderr), for a live view of a run.
     """
     reader = response.raw._fp.fp
     sock = reader.raw._sock
@@ -236,7 +269,7 @@ def read_exec(response: Any, deadline: float, limit: int,
             if not chunk:
                 break
             pending += chunk
-            pending = _take_frames(pending, streams)
+            pending = _take_frames(pending, streams, on_output)
     except TimeoutError:
         deadline_hit = True
     finally:
@@ -245,7 +278,8 @@ def read_exec(response: Any, deadline: float, limit: int,
     return bytes(out.data), bytes(err.data), out.truncated or err.truncated, deadline_hit
 
 
-def _take_frames(pending: bytearray, streams: dict[int, _Capped]) -> bytearray:
+def _take_frames(pending: bytearray, streams: dict[int, _Capped],
+                 on_output: OnOutput | None = None) -> bytearray:
     while len(pending) >= HEADER.size:
         kind, size = HEADER.unpack_from(pending)
         if len(pending) < HEADER.size + size:
@@ -254,6 +288,8 @@ def _take_frames(pending: bytearray, streams: dict[int, _Capped]) -> bytearray:
         del pending[:HEADER.size + size]
         if kind in streams:
             streams[kind].add(payload)
+            if on_output is not None:
+                on_output(kind, payload)
     return pending
 
 

@@ -103,7 +103,7 @@ class DockerBlock(_Block):
 
 class Document(_Block):
     sandbox_type: Literal["docker", "e2b", "cube"]
-    default_timeout_sec: StrictInt = Field(default=0, ge=0, le=24 * 3600)
+    default_timeout_sec: StrictInt = Field(default=0, ge=0, le=600)  # TIMEOUT_MAX (decisions 12)
     terminal_idle_disconnect_sec: StrictInt = Field(default=0, ge=0)
     desktop_enabled: StrictBool = False
     allow_private_endpoints: StrictBool = False

@@ -44,6 +44,7 @@ from app.services import (
 )
 from app.services.installs import image as skill_image
 from app.services.personal_env import Who
+from app.services.run_output import LiveHooks
 from app.services.sandbox_configs import backend_for, cordoned
 
 log = logging.getLogger("sandlot.sessions")
@@ -122,13 +123,15 @@ def destroy_sandboxes(session: SandboxSession) -> None:
 
 # -- execution ----------------------------------------------------------------------------
 
-def exec_command(tenant: Tenant, user: User, session: SandboxSession, command: str,
-                 timeout_sec: int | None = None, skill: str | None = None) -> ExecOutcome:
-    """Run `command` in the session's sandbox, creating or resuming it first.
+def precheck(tenant: Tenant, user: User, session: SandboxSession, command: str,
+             timeout_sec: int | None, skill: str | None) -> None:
+    """Every refusal `exec_command` would give before touching the sandbox."""
+    _prepare(tenant, user, session, command, timeout_sec, skill)
 
-    With `skill`, the command runs in that installed skill's directory with the skill
-    runtime names (reference 9.3) in its environment.
-    """
+
+def _prepare(tenant: Tenant, user: User, session: SandboxSession, command: str,
+             timeout_sec: int | None, skill: str | None
+             ) -> tuple[SandboxConfig, Any, env_resolver.Resolution]:
     _check_command(command, timeout_sec)
     if tenant.scripts_disabled:
         raise Forbidden("Script execution is turned off for this workspace.",
@@ -136,15 +139,54 @@ def exec_command(tenant: Tenant, user: User, session: SandboxSession, command: s
     config = _live_config(tenant, session.sandbox_config_id)
     if config.is_cordoned(utcnow()):
         raise cordoned()
-    doc = config.config
-    timeout = timeout_sec or doc.get("default_timeout_sec") or DEFAULT_EXEC_TIMEOUT
     who = Who.user(tenant, user)
     installed = skill_exec.usable_skill(config, skill) if skill else None
     # The caller's layers (reference 8.4); unreadable values refuse the run here.
     resolution = env_resolver.resolve(who, config.id, installed)
     if installed is not None and resolution.missing:
         raise env_resolver.refuse_missing(installed.name, resolution.missing)
+    return config, installed, resolution
+
+
+def config_doc(session: SandboxSession) -> dict[str, Any]:
+    config = db.session.get(SandboxConfig, session.sandbox_config_id)
+    return config.config if config is not None else {}
+
+
+def can_cancel(session: SandboxSession) -> bool:
+    """Whether the session's provider can stop a running command (each backend's
+    cancel_exec: Docker from the host, E2B and Cube through envd's kill)."""
+    return config_doc(session).get("sandbox_type") in ("docker", "e2b", "cube")
+
+
+def cancel_exec(session: SandboxSession, ref: str) -> None:
+    """Kill a running exec of the session's sandbox and all it started."""
+    config = db.session.get(SandboxConfig, session.sandbox_config_id)
+    if config is None or not session.sandbox_id:
+        return
+    with _provider():
+        backend = _backend(session, config.config)
+        if hasattr(backend, "cancel_exec"):
+            backend.cancel_exec(session.sandbox_id, ref)
+
+
+def exec_command(tenant: Tenant, user: User, session: SandboxSession, command: str,
+                 timeout_sec: int | None = None, skill: str | None = None,
+                 live: LiveHooks | None = None) -> ExecOutcome:
+    """Run `command` in the session's sandbox, creating or resuming it first.
+
+    With `skill`, the command runs in that installed skill's directory with the skill
+    runtime names (reference 9.3) in its environment. With `live` (a run), a backend
+    that can report output as it comes and stop a command does so (app.services.runs).
+    """
+    config, installed, resolution = _prepare(tenant, user, session, command, timeout_sec,
+                                             skill)
+    doc = config.config
+    timeout = exec_timeout(doc, timeout_sec)
+    who = Who.user(tenant, user)
     env, cwd = dict(resolution.env), None
+    if live is not None:  # what a run masks in the output it stores: every env value
+        live.secrets = (*env.values(), *(str(v) for v in (doc.get("env_vars") or {}).values()))
     run, capture_to = command, None
     if installed is not None:
         runtime, cwd = skill_exec.skill_runtime(installed)
@@ -155,19 +197,37 @@ def exec_command(tenant: Tenant, user: User, session: SandboxSession, command: s
     with _provider():
         backend = _backend(session, doc)
         sandbox_id, reused = ensure_sandbox(session, config, backend)
+        hooks = _hooks(backend, live)
+        # End the read transaction: no pooled database connection is held for as long
+        # as the command runs (50 long runs would otherwise need 50 connections).
+        db.session.commit()
         try:
             result = backend.exec(sandbox_id, run, cwd=cwd, env=env, timeout_sec=timeout,
-                                  output_limit=OUTPUT_LIMIT)
+                                  output_limit=OUTPUT_LIMIT, **hooks)
         except SandboxNotFound:  # it died between the check and the exec: replace it once
             _unbind(session)
             sandbox_id, reused = ensure_sandbox(session, config, backend)
             result = backend.exec(sandbox_id, run, cwd=cwd, env=env, timeout_sec=timeout,
-                                  output_limit=OUTPUT_LIMIT)
+                                  output_limit=OUTPUT_LIMIT, **hooks)
         if capture_to is not None and installed is not None:
             skill_exec.capture(backend, sandbox_id, who, installed, capture_to, result)
     _touch(session)
     return dataclasses.replace(_outcome(result, sandbox_id, reused),
                                missing_env=resolution.missing if installed else None)
+
+
+def exec_timeout(doc: dict[str, Any], timeout_sec: int | None) -> int:
+    """The asked timeout, else the config's default, else 60 s; never past TIMEOUT_MAX
+    (a config saved before the cap existed may still say 86400)."""
+    return min(timeout_sec or doc.get("default_timeout_sec") or DEFAULT_EXEC_TIMEOUT,
+               TIMEOUT_MAX)
+
+
+def _hooks(backend: Backend, live: LiveHooks | None) -> dict[str, Any]:
+    """Live reporting for backends that can stop a running command (cancel_exec)."""
+    if live is None or not hasattr(backend, "cancel_exec"):
+        return {}
+    return {"on_output": live.on_output, "on_started": live.on_started}
 
 
 def ensure_sandbox(session: SandboxSession, config: SandboxConfig,

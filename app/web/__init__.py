@@ -15,6 +15,7 @@ from app.web import (  # noqa: E402,F401
     members,
     personal_env,
     playground,
+    playground_runs,
     sandbox_check,
     sandbox_sessions,
     sandboxes,

@@ -2,8 +2,9 @@
 sandbox and read the output (decisions 7).
 
 Sessions are the caller's own: another member's session id is a 404, never a 403
-(`sessions.get_session`). The transcript lives in the page only: each run appends one
-entry, and nothing is kept beyond what the session row holds (binding, runs, last use).
+(`sessions.get_session`). Each command is a stored run (app.services.runs): the
+transcript opens with the session's latest runs, and a long one polls until it ends
+(app.web.playground_runs).
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ from app.auth.guards import guard
 from app.errors import AppError, ValidationFailed
 from app.extensions import db, htmx
 from app.models import BindingState, Role, SandboxConfig, SandboxSession
-from app.services import installed_skills, sandbox_configs, session_end, sessions
+from app.services import installed_skills, runs, sandbox_configs, session_end, sessions
 from app.services.network_policy import DENY_ALL
 from app.services.sessions import ExecOutcome
 from app.tenancy import current_tenant, principal
-from app.web import bp
+from app.web import bp, playground_runs
 from app.web._helpers import attach_error, notice
 from app.web.sandboxes import KIND_LABELS
 
@@ -135,6 +136,7 @@ def _context(selected: SandboxSession | None = None, form: OpenSessionForm | Non
             "has_configs": bool(configs), "rows": rows,
             "selected_id": selected.id if selected else None,
             "current": session_view(selected, by_id) if selected else None,
+            "history": playground_runs.history(selected) if selected else [],
             "runs": [], "command": "", "timeout": "", "skill": "", "last": None, **extra}
 
 
@@ -252,19 +254,25 @@ def playground_exec(session_id):
     command = request.form.get("command", "")
     raw_timeout = request.form.get("timeout_sec", "")
     skill = request.form.get("skill", "").strip()
-    status = 200
+    status, stored = 200, None
     try:
-        outcome = sessions.exec_command(current_tenant(), principal().user, session,
-                                        command, _timeout(raw_timeout), skill=skill or None)
-        run = Run(command, outcome=outcome)
+        # Off the request thread (app.services.runs): a long command comes back running,
+        # and its entry polls for its output until it ends.
+        started = runs.start(current_tenant(), principal().user, session, command,
+                             _timeout(raw_timeout), skill=skill or None)
+        run = Run(command, outcome=started.outcome)
+        stored = None if started.outcome else playground_runs.run_view(started.run)
     except AppError as err:
         db.session.rollback()
         run, status = Run(command, error=err), err.status
     if not htmx:  # without JavaScript: the page, with this one run in its transcript
-        return _page(session, status, runs=[run], command=command, timeout=raw_timeout,
+        # A stored run is in the history the page shows; a refused one only here.
+        return _page(session, status, runs=[run] if run.error else [], command=command,
+                     timeout=raw_timeout,
                      skill=skill, last=run.outcome)
     context = _context(session, last=run.outcome)
-    body = render_template("playground/_run.html", run=run, **context)
+    body = (render_template("playground/_exec_run.html", run=stored) if stored else
+            render_template("playground/_run.html", run=run, **context))
     body += render_template("playground/_binding.html", oob=True, **context)
     body += render_template("playground/_session_row.html", row=context["current"], oob=True,
                             **context)

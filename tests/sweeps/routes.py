@@ -164,11 +164,50 @@ def _config_id(world: factories.TenantUsers) -> str:
 
 
 def _session_id(world: factories.TenantUsers) -> str:
-    """The owner's own session (sessions are private to their user) on a sweep config."""
+    """The owner's own session (sessions are private to their user) on a sweep config;
+    the one `run_id` made its run in, when it came first (arguments resolve sorted)."""
+    from app.models import SandboxSession
     from app.services import sessions
 
+    existing = db.session.scalar(select(SandboxSession.id).where(
+        SandboxSession.tenant_id == world.tenant.id, SandboxSession.user_id == world.owner.id,
+        SandboxSession.title == "sweep"))
+    if existing:
+        return existing
     config_id = make_sandbox_config(world.tenant)
     return sessions.create_session(world.tenant, world.owner, config_id, "sweep").id
+
+
+def make_run(session_id: str, stdout: str = "sweep output\n") -> str:
+    """A finished run of `session_id`, as a run's thread leaves it (no sandbox needed)."""
+    from app.models import ExecRun, RunStatus, SandboxSession
+
+    session = db.session.get(SandboxSession, session_id)
+    run = ExecRun(id=str(uuid.uuid4()), tenant_id=session.tenant_id, session_id=session.id,
+                  user_id=session.user_id, command="echo sweep", status=RunStatus.succeeded,
+                  exit_code=0, duration_ms=5, stdout=stdout, stdout_bytes=len(stdout))
+    db.session.add(run)
+    db.session.commit()
+    return run.id
+
+
+def make_printed_run(world: factories.TenantUsers, printed: str,
+                     secrets: tuple[str, ...]) -> str:
+    """A run of the owner's sweep session that printed `printed` while its environment
+    held `secrets`, stored through the runs' own writer (which masks them)."""
+    from app.models import RunStatus
+    from app.services import runs
+
+    run_id = make_run(_session_id(world), stdout="")
+    writer = runs._RunWriter(run_id)
+    writer.hooks.secrets = secrets
+    writer.output(1, printed.encode())
+    writer._finish(RunStatus.succeeded, 0, 5)
+    return run_id
+
+
+def _run_id(world: factories.TenantUsers) -> str:
+    return make_run(_session_id(world))
 
 
 def make_catalog_skill(tenant, name: str | None = None) -> str:
@@ -243,6 +282,7 @@ PARAM_ROWS: dict[str, Callable[[factories.TenantUsers], Any]] = {
     "tenant_id": _tenant_id,
     "config_id": _config_id,
     "session_id": _session_id,
+    "run_id": _run_id,
     "catalog_id": _catalog_id,
     "invitation_id": _invitation_id,
     "token": _invitation_token,

@@ -117,5 +117,8 @@ def _playground_run(tab, again: bool = False) -> str:
     pane.get_by_label("Command").fill("python3 hi.py")
     before = tab.locator("#transcript .run").count()
     pane.get_by_role("button", name="Run").click()
-    tab.locator("#transcript .run").nth(before).wait_for()
-    return tab.locator("#transcript .run .run-out").first.inner_text().strip()
+    entry = tab.locator("#transcript .run").nth(before)
+    entry.wait_for()
+    # Earlier runs come back from the history (their stored output masks env values);
+    # this run's own answer is the new entry.
+    return entry.locator(".run-out").first.inner_text().strip()

@@ -113,7 +113,7 @@ def test_opening_a_session_shows_it_selected_with_no_sandbox_yet(two_tenants, lo
     # Runs append to the transcript, keep it scrolled to the end, and disable Run meanwhile.
     assert 'hx-target="#transcript" hx-swap="beforeend scroll:#transcript:bottom"' in body
     assert 'hx-disabled-elt="find button[type=submit]"' in body
-    assert "The transcript lives in this page only" in body
+    assert "latest 20 commands" in body
 
 
 def test_opening_without_javascript_redirects_to_the_session(two_tenants, login_as):
@@ -178,8 +178,9 @@ def test_running_twice_reuses_the_same_sandbox(two_tenants, login_as):
     assert f'<li id="session-{session_id}" class="session-row is-selected" hx-swap-oob="true">' \
         in two and "2 runs" in two
 
-    page = text(client.get(f"/playground/{session_id}"))  # a reload: no transcript, the count
-    assert re.search(r"<dt>Runs</dt>\s*<dd>2</dd>", page) and 'class="run' not in page
+    page = text(client.get(f"/playground/{session_id}"))  # a reload: the stored runs
+    assert re.search(r"<dt>Runs</dt>\s*<dd>2</dd>", page)
+    assert page.count('class="run run-stored"') == 2 and page.count("exit 0") == 2
     assert f"Sandbox <code>{sandbox_id[:12]}</code>" in page
 
 

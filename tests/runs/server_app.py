@@ -1,0 +1,21 @@
+"""The app for the gunicorn subprocess of the run capacity test: the test's database and
+Redis (SANDLOT_TEST_* variables) and a 2 s synchronous wait, so a POST exec of a long
+command must answer 202 well before the command ends."""
+
+from __future__ import annotations
+
+import os
+
+from flask import Flask
+
+from app import create_app
+
+
+def make_app() -> Flask:
+    return create_app({
+        "ENV": "testing",
+        "SQLALCHEMY_DATABASE_URI": os.environ["SANDLOT_TEST_DATABASE_URL"],
+        "REDIS_URL": os.environ["SANDLOT_TEST_REDIS_URL"],
+        "JOB_QUEUE": "sandlot-test-runs-unused",
+        "RUN_SYNC_WAIT_SECONDS": 2.0,
+    })
