@@ -21,7 +21,7 @@ from app import create_app
 from app.extensions import db
 from app.models import Job, Role, SandboxSession, Tenant, User
 from app.security import tokens
-from app.services import login_sessions, sessions
+from app.services import login_sessions, runs, sessions
 from tests import factories
 
 CSRF_META = re.compile(r'<meta name="csrf-token" content="([^"]+)"')
@@ -161,6 +161,9 @@ def settle(built_apps, seconds: float = SETTLE_SECONDS,
             for job_id in dispatcher.drain(seconds):
                 if job_id not in ignore:
                     leftovers[job_id] = describe_job(built, job_id)
+        for run_id in runs.drain(built, seconds):  # commands sent by exec, off the request
+            if run_id not in ignore:
+                leftovers[run_id] = f"exec run {run_id}"
     return leftovers
 
 

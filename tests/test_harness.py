@@ -46,6 +46,23 @@ def test_settle_names_a_job_that_outlives_it(two_tenants, built_apps):
     assert settle(built_apps) == {}
 
 
+def test_settle_names_an_exec_run_that_outlives_it(app, built_apps):
+    """Exec runs go on off the request thread (their own pool): settle waits for them too."""
+    from concurrent.futures import Future
+
+    from app.services import runs
+
+    pool = runs._pool(app)
+    assert pool.take(1, 10, 10)
+    thread = Future()  # stands for the run's thread; the test ends it
+    pool.track("run-harness", thread, 1)
+    try:
+        assert settle(built_apps, seconds=0.2) == {"run-harness": "exec run run-harness"}
+    finally:
+        thread.set_result(None)
+    assert settle(built_apps, seconds=1) == {} and pool.total == 0
+
+
 def test_wipe_fails_fast_naming_who_holds_the_lock(app, two_tenants):
     if db.engine.dialect.name != "postgresql":
         pytest.skip("SQLite has no table locks to wait on")

@@ -21,7 +21,8 @@ import logging
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_all
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -61,6 +62,7 @@ class _Pool:
         self.executor: ThreadPoolExecutor | None = None
         self.total = 0
         self.per_tenant: dict[int, int] = {}
+        self.running: dict[str, Future] = {}  # run id -> its thread's future
 
     def take(self, tenant_id: int, total_max: int, tenant_max: int) -> bool:
         with self.lock:
@@ -73,6 +75,25 @@ class _Pool:
                                                    thread_name_prefix="exec-run")
             return True
 
+    def track(self, run_id: str, future: Future, tenant_id: int) -> None:
+        with self.lock:
+            self.running[run_id] = future
+
+        def ended(_: Future) -> None:
+            with self.lock:
+                self.running.pop(run_id, None)
+            self.release(tenant_id)
+
+        future.add_done_callback(ended)
+
+    def drain(self, seconds: float) -> list[str]:
+        """Wait up to `seconds` for the runs in flight; the ids of those still running
+        (a shutdown, or a test that must not leave work behind, uses it)."""
+        with self.lock:
+            running = dict(self.running)
+        _, pending = wait_all(running.values(), timeout=seconds)
+        return [run_id for run_id, future in running.items() if future in pending]
+
     def release(self, tenant_id: int) -> None:
         with self.lock:
             self.total -= 1
@@ -83,6 +104,11 @@ class _Pool:
 
 def _pool(app: Flask) -> _Pool:
     return app.extensions.setdefault("exec_run_pool", _Pool())
+
+
+def drain(app: Flask, seconds: float) -> list[str]:
+    """The ids of `app`'s runs still going after waiting up to `seconds` for them."""
+    return _pool(app).drain(seconds)
 
 
 def channel(run_id: str) -> str:
@@ -118,7 +144,7 @@ def start(tenant: Tenant, user: User, session: SandboxSession, command: str,
     except BaseException:
         _pool(app).release(tenant_id)
         raise
-    future.add_done_callback(lambda _: _pool(app).release(tenant_id))
+    _pool(app).track(run.id, future, tenant_id)
     wait = float(config.get("RUN_SYNC_WAIT_SECONDS", 5.0))
     try:
         outcome = future.result(timeout=wait)

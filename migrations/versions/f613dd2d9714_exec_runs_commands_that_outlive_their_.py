@@ -1,7 +1,7 @@
 """exec runs: commands that outlive their request
 
 Revision ID: f613dd2d9714
-Revises: 22c1464bfff0
+Revises: 5d1e0a7c3b92
 Create Date: 2026-12-01 00:25:44.938086
 
 """
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 # revision identifiers, used by Alembic.
 revision = 'f613dd2d9714'
-down_revision = '22c1464bfff0'
+down_revision = '5d1e0a7c3b92'
 branch_labels = None
 depends_on = None
 
