@@ -10,7 +10,7 @@
   containers; commands per second;
 - a fresh container per command, as before.
 
-Not a test. The app runs under gunicorn (1 worker, 8 threads, as `make run`) on a scratch
+Not a test. The app runs under gunicorn with gunicorn.conf.py (as `make run`) on a scratch
 SQLite database, with a Docker config on the local engine and image sandlot/sandbox:base.
 The session's first exec creates its container; the timed execs reuse it. The raw
 baseline runs the same command in that same container through the docker SDK's
@@ -99,9 +99,10 @@ def seed(database_url: str) -> str:
 
 def serve(database_url: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    command = [str(Path(sys.executable).with_name("gunicorn")), "--workers", "1", "--threads",
-               "8", "--bind", f"127.0.0.1:{port}", "--pythonpath", f"{ROOT},{ROOT / 'bench'}",
-               "--log-level", "warning", "bench_exec:served_app()"]
+    command = [str(Path(sys.executable).with_name("gunicorn")), "--config",
+               str(ROOT / "gunicorn.conf.py"), "--bind", f"127.0.0.1:{port}",
+               "--pythonpath", f"{ROOT},{ROOT / 'bench'}", "--log-level", "warning",
+               "bench_exec:served_app()"]
     server = subprocess.Popen(command, cwd=ROOT,
                               env={**os.environ, "BENCH_DATABASE_URL": database_url})
     base = f"http://127.0.0.1:{port}"
@@ -307,21 +308,28 @@ persistent sandbox avoids.""".replace("\n", " ")
 
 
 def write_docs(table: str) -> None:
+    load = (f"load average {LOAD_BEFORE:.1f} before the run, {os.getloadavg()[0]:.1f} after, "
+            f"on {os.cpu_count()} cores")
+    if LOAD_BEFORE > 1.0:
+        load = (f"**the machine was busy** ({load}): absolute times are inflated and noisy, so "
+                "read the ratios, whose two sides ran interleaved in the same minutes")
     body = (f"{SECTION}\n\nMeasured {datetime.now(UTC):%Y-%m-%d} on {os.cpu_count()} cores, "
             f"Python {platform.python_version()}; command `{COMMAND}` in `{IMAGE}`; gunicorn "
-            f"1x8 on SQLite; medians of interleaved runs. **The machine was shared with other "
-            f"sessions' test runs** (load average {LOAD_BEFORE:.1f} before the run, "
-            f"{os.getloadavg()[0]:.1f} after, on 2 cores): absolute times are inflated and "
-            "noisy, so read the ratios, whose two sides ran interleaved in the same "
-            f"minutes.\n\n{table}\n\n{READING}\n")
-    text = DOCS.read_text() if DOCS.exists() else "# Benchmarks\n"
-    if SECTION in text:
-        start = text.index(SECTION)
-        end = text.find("\n## ", start + len(SECTION))
+            f"with gunicorn.conf.py (1 gthread worker, 256 threads) on SQLite; medians of "
+            f"interleaved runs; {load}.\n\n{table}\n\n{READING}\n")
+    write_section(DOCS, SECTION, body)
+
+
+def write_section(docs: Path, section: str, body: str) -> None:
+    """Replace `section` of the benchmarks document with `body` (or append it)."""
+    text = docs.read_text() if docs.exists() else "# Benchmarks\n"
+    if section in text:
+        start = text.index(section)
+        end = text.find("\n## ", start + len(section))
         text = text[:start] + body + (text[end + 1:] if end != -1 else "")
     else:
         text = text.rstrip("\n") + "\n\n" + body
-    DOCS.write_text(text)
+    docs.write_text(text)
 
 
 def stop_resolver(state_dir: Path) -> None:
