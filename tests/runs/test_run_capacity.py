@@ -6,49 +6,24 @@ GET /login stays within a few times its idle latency meanwhile, and every run en
 
 from __future__ import annotations
 
-import os
 import statistics
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import httpx
 import pytest
 
+from tests import serving
 from tests.runs.conftest import docker_config, open_session
 from tests.streams.conftest import token
-from tests.streams.test_capacity import _free_port, _login_latency
 
-ROOT = Path(__file__).resolve().parents[2]
 EXECS = 50
 
 
 @pytest.fixture
 def gunicorn(db_url, redis_url):
-    port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "SANDLOT_TEST_DATABASE_URL": db_url,
-           "SANDLOT_TEST_REDIS_URL": redis_url}
-    binary = Path(sys.executable).with_name("gunicorn")
-    server = subprocess.Popen(
-        [str(binary), "--config", str(ROOT / "gunicorn.conf.py"), "--bind", f"127.0.0.1:{port}",
-         "tests.runs.server_app:make_app()"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(base + "/login", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    else:
-        server.kill()
-        pytest.fail("gunicorn did not answer /login within 30 s")
-    yield base
-    server.terminate()
-    server.wait(timeout=30)
+    with serving.gunicorn("tests.runs.server_app:make_app()", db_url, redis_url) as base:
+        yield base
 
 
 def test_50_long_execs_leave_login_fast_and_all_finish(app, two_tenants, bearer, gunicorn):
@@ -59,7 +34,7 @@ def test_50_long_execs_leave_login_fast_and_all_finish(app, two_tenants, bearer,
     url = f"{gunicorn}/api/v1/sessions/{session_id}"
     with httpx.Client(timeout=60, headers=headers) as client:  # the sandbox exists first
         assert client.post(url + "/exec", json={"command": "true"}).status_code == 200
-    idle = _login_latency(gunicorn)
+    idle = serving.login_latency(gunicorn)
 
     shared = httpx.Client(timeout=60, headers=headers,
                           limits=httpx.Limits(max_connections=EXECS + 5))
@@ -74,7 +49,7 @@ def test_50_long_execs_leave_login_fast_and_all_finish(app, two_tenants, bearer,
     with ThreadPoolExecutor(EXECS) as pool:
         posted = pool.map(post, range(EXECS))
         time.sleep(1)  # the POSTs are in flight or answered, the commands all running
-        busy = _login_latency(gunicorn)
+        busy = serving.login_latency(gunicorn)
         answers = list(posted)
     shared.close()
     seconds = sorted(s for _, s, _ in answers)

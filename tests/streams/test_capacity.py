@@ -5,13 +5,7 @@ Past SKILL_STREAMS_MAX a stream is refused with 503 instead of taking a page's t
 
 from __future__ import annotations
 
-import os
-import socket
-import statistics
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -19,53 +13,17 @@ import pytest
 from app.api import install_streams
 from app.extensions import db
 from app.models import InstallStatus
+from tests import serving
 from tests.streams.conftest import make_skill, read_stream, token, url_of
 from tests.streams.test_install_events import log_for
 
-ROOT = Path(__file__).resolve().parents[2]
 STREAMS = 200
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture
 def gunicorn(db_url, redis_url):
-    port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "SANDLOT_TEST_DATABASE_URL": db_url,
-           "SANDLOT_TEST_REDIS_URL": redis_url}
-    binary = Path(sys.executable).with_name("gunicorn")
-    server = subprocess.Popen(
-        [str(binary), "--config", str(ROOT / "gunicorn.conf.py"), "--bind", f"127.0.0.1:{port}",
-         "tests.streams.server_app:make_app()"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(base + "/login", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    else:
-        server.kill()
-        pytest.fail("gunicorn did not answer /login within 30 s")
-    yield base
-    server.terminate()
-    server.wait(timeout=20)
-
-
-def _login_latency(base: str, rounds: int = 30) -> float:
-    with httpx.Client(base_url=base, timeout=10) as client:
-        samples = []
-        for _ in range(rounds):
-            started = time.perf_counter()
-            assert client.get("/login").status_code == 200
-            samples.append(time.perf_counter() - started)
-    return statistics.median(samples)
+    with serving.gunicorn("tests.streams.server_app:make_app()", db_url, redis_url) as base:
+        yield base
 
 
 def test_200_open_streams_leave_pages_fast_and_all_streams_live(app_factory, two_tenants,
@@ -76,12 +34,12 @@ def test_200_open_streams_leave_pages_fast_and_all_streams_live(app_factory, two
         row = make_skill(a.tenant)
         log_for(row).emit("accepted", 10)
         headers = token(writer, a.admin, a.tenant)
-        idle = _login_latency(gunicorn)
+        idle = serving.login_latency(gunicorn)
         streams = [read_stream(gunicorn, url_of(row), headers, limit=120)
                    for _ in range(STREAMS)]
         assert all(s.status == 200 for s in streams)
         assert all(s.wait_frames(1, 20) for s in streams)
-        busy = _login_latency(gunicorn)
+        busy = serving.login_latency(gunicorn)
         print(f"GET /login median: idle {idle * 1000:.1f} ms, "
               f"with {STREAMS} open streams {busy * 1000:.1f} ms")
         assert busy < max(4 * idle, 0.05), (idle, busy)
