@@ -24,6 +24,10 @@ from app.security import tokens
 from app.services import login_sessions, runs, sessions
 from tests import factories
 
+# `engine`: a client of the local Docker engine, for tests that look at sandboxes from
+# outside the app (a folder's conftest may define its own).
+pytest_plugins = ["tests.docker_engine"]
+
 CSRF_META = re.compile(r'<meta name="csrf-token" content="([^"]+)"')
 # How long cleanup waits for a test's jobs and requests before it names them and fails.
 SETTLE_SECONDS = float(os.environ.get("SANDLOT_TEST_SETTLE_SECONDS", "120"))

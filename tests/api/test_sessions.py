@@ -7,10 +7,9 @@ import threading
 import pytest
 import requests
 
-from app.backends.docker import DockerBackend
 from app.extensions import db
 from app.models import SandboxConfig, SandboxSession
-from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, require_docker
+from tests.backends.conftest import BASE_IMAGE, require_docker
 from tests.jobs.helpers import wait_for_terminal
 
 CONFIGS = "/api/v1/sandbox-configs"
@@ -19,13 +18,6 @@ CONFIGS = "/api/v1/sandbox-configs"
 @pytest.fixture(autouse=True)
 def _engine():
     require_docker()
-
-
-@pytest.fixture
-def engine():
-    backend = DockerBackend({"image": BASE_IMAGE, "host": DOCKER_HOST, "http_timeout_sec": 30})
-    yield backend
-    backend.close()
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ import pytest
 from sqlalchemy import select
 
 from app.backends.base import SandboxNotFound
-from app.backends.docker import DockerBackend
 from app.errors import NotFound
 from app.extensions import db
 from app.models import (
@@ -30,7 +29,7 @@ from app.models import (
 )
 from app.models.types import utcnow
 from app.services import session_end, sessions
-from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, require_docker
+from tests.backends.conftest import BASE_IMAGE
 from tests.jobs.helpers import wait_for_terminal
 from tests.sweeps.routes import make_sandbox_config
 
@@ -167,14 +166,6 @@ def test_an_unreachable_provider_still_ends_the_session_and_keeps_the_orphan(wor
     assert session_end.sweep(utcnow() + timedelta(hours=1)) == 0
     db.session.expire_all()
     assert db.session.get(SandboxRemoval, removal.id).attempts == 2
-
-
-@pytest.fixture
-def engine():
-    require_docker()
-    backend = DockerBackend({"image": BASE_IMAGE, "host": DOCKER_HOST, "http_timeout_sec": 30})
-    yield backend
-    backend.close()
 
 
 @pytest.fixture

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from app.backends.docker import DockerBackend
-from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, require_docker
+from tests.backends.conftest import BASE_IMAGE, require_docker
 
 CONFIGS = "/api/v1/sandbox-configs"
 
@@ -17,13 +16,6 @@ CONFIGS = "/api/v1/sandbox-configs"
 @pytest.fixture(autouse=True)
 def _engine():
     require_docker()
-
-
-@pytest.fixture
-def engine():
-    backend = DockerBackend({"image": BASE_IMAGE, "host": DOCKER_HOST, "http_timeout_sec": 30})
-    yield backend
-    backend.close()
 
 
 @dataclass
