@@ -61,10 +61,10 @@ def build_sandbox_template():
     return render_template("sandboxes/_template_build.html", **context), status
 
 
-@bp.get("/sandboxes/template-builds/<uuid:job_id>")
+@bp.get("/sandboxes/template-builds/<uuid:build_id>")
 @guard(Role.admin)
-def sandbox_template_build(job_id):
-    job = get_or_404(Job, str(job_id), "template build")
+def sandbox_template_build(build_id):
+    job = get_or_404(Job, str(build_id), "template build")
     if job.kind != sandbox_templates.JOB_KIND:
         raise NotFound("No such template build in this workspace.")
     work = (job.params or {}).get("work") or [{}]
