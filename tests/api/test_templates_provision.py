@@ -147,12 +147,18 @@ def test_ensure_builds_a_missing_template_in_a_job_and_is_single_flighted(admin_
 
     job = finish(admin_api, answers[0].json["data"]["job"])
     assert job["status"] == "succeeded", job
-    assert len(e2b.api_calls("POST", "/v3/templates")) == builds_before + 1
     result = job["result"]
     built = result["built"]["standard"]
     assert result["provisioned"] is True and result["standard_template_id"] == built
     assert e2b.templates[built]["names"][0].startswith("sandlot-standard-")
     assert "ready" in job["log"] and job["percent"] == 100
+    requested = e2b.api_calls("POST", "/v3/templates")
+    assert len(requested) == builds_before + 1
+    # The SDK's build wire: name and the `default` tag, then the base image, with the key.
+    assert requested[-1].body["tags"] == ["default"]
+    assert requested[-1].headers.get("X-API-Key") == e2b.api_key
+    started_build = e2b.api_calls("POST", f"/v2/templates/{built}/builds/")[-1]
+    assert started_build.body["fromImage"] == BASE_IMAGE
     # Ensure never rewrites configs; the build is now present, so no second build.
     assert template_of(config_id) == "gone-template"
     present = admin_api.post(QUERY, json={"config_id": config_id, "ensure_standard": True})
@@ -268,3 +274,32 @@ def test_replace_needs_a_stored_config_and_docker_has_no_catalog_to_build(admin_
     response = admin_api.post(QUERY, json={"config": doc(e2b), "replace_standard": True})
     assert response.status_code == 400
     assert response.json["error"]["data"]["errors"][0]["field"] == "config_id"
+
+
+def test_an_install_started_during_a_replace_keeps_the_old_template(admin_api, e2b,
+                                                                   two_tenants):
+    """The block is checked again before the switch: a skill install that began while the
+    template was building wins, and the fresh template goes instead of the old one."""
+    a, _ = two_tenants
+    e2b.build_seconds = 2.0
+    config_id = create(admin_api, e2b)
+    response = admin_api.post(QUERY, json={"config_id": config_id, "replace_standard": True})
+    assert response.status_code == 202, response.json
+    assert wait_until(lambda: e2b.template_named("sandlot-standard-"))
+    db.session.add(InstalledSkill(id=str(uuid.uuid4()), tenant_id=a.tenant.id,
+                                  sandbox_config_id=config_id, name="late",
+                                  status=InstallStatus.installing))
+    db.session.commit()
+    job = finish(admin_api, response.json["data"]["job"])
+    assert job["status"] == "failed" and "uninstall them" in job["error"]
+    assert template_of(config_id) == e2b.template_id
+    assert e2b.template_named("sandlot-standard-") == []  # the fresh build was deleted
+
+
+def wait_until(predicate, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
