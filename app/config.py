@@ -98,6 +98,13 @@ class BaseConfig:
     SANDBOX_EGRESS_PROBE_URLS = _env("SANDBOX_EGRESS_PROBE_URLS",
                                      "https://pypi.org/simple/,https://www.baidu.com,"
                                      "https://1.1.1.1")
+    # E2B/Cube template provisioning (reference 3.1.7): the base images the standard and
+    # desktop templates are built from, and how long a build may take.
+    SANDBOX_TEMPLATE_STANDARD_IMAGE = _env("SANDBOX_TEMPLATE_STANDARD_IMAGE",
+                                           "e2bdev/base:latest")
+    SANDBOX_TEMPLATE_DESKTOP_IMAGE = _env("SANDBOX_TEMPLATE_DESKTOP_IMAGE",
+                                          "e2bdev/desktop:latest")
+    SANDBOX_TEMPLATE_POLL_SECONDS = 2.0
     # What tenants' configs may reach is the operator's (decisions 11). The Docker engines
     # a config may name: JSON {"name": {"url": "unix:///abs/path" | "tcp://host:port",
     # "tls_dir": "/abs/dir with ca.pem, cert.pem, key.pem"}} (tcp:// needs tls_dir).
@@ -177,6 +184,7 @@ class TestingConfig(BaseConfig):
     RATELIMIT_STORAGE_URI = "memory://"
     # The sandbox's own loopback: a deep check in a test never probes beyond the machine.
     SANDBOX_EGRESS_PROBE_URLS = "http://127.0.0.1:9/"
+    SANDBOX_TEMPLATE_POLL_SECONDS = 0.2
     # No test traffic leaves the machine: registries on a closed loopback port, no DNS.
     SKILL_BUNDLE_DIR = str(Path(tempfile.gettempdir()) / f"sandlot-test-bundles-{os.getpid()}")
     SKILL_BUNDLE_STORE = ""

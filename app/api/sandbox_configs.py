@@ -10,11 +10,12 @@ from pydantic import Field
 
 from app.api import bp
 from app.api._core import Out, Strict, doc, ok, parse_body, project
+from app.api.schemas import JobOut
 from app.auth.guards import FULL_ACCESS, guard
 from app.models import Role, SandboxConfig
 from app.security import config_secrets
 from app.services import sandbox_configs as service
-from app.services import sandbox_doc
+from app.services import sandbox_doc, sandbox_templates
 from app.tenancy import current_tenant, get_or_404, principal
 
 
@@ -51,9 +52,18 @@ class InventoryOut(Out):
 class TemplateOut(Out):
     id: str
     name: str
-    status: str
+    status: str = Field(description="ready, building, failed, or untagged (built without "
+                                    "the default tag: it will never become ready)")
+    version: str = ""
+    image: str = ""
+    created_at: str | None = None
+    updated_at: str | None = None
     standard: bool = False
     desktop: bool = False
+    error: str = Field(default="", description="Why the template is not usable, if it is not")
+    instance_type: str = ""
+    network_type: str = ""
+    allow_internet_access: bool | None = None
 
 
 class TemplatesQueryIn(Strict):
@@ -70,6 +80,10 @@ class TemplatesOut(Out):
     standard_template_id: str
     desktop_template_id: str
     provisioned: bool
+    job: JobOut | None = Field(default=None, description="The build started (or joined: one "
+                               "per workspace and backend identity) by ensure_*/replace_*; "
+                               "follow it at GET /jobs/:id, whose result is this object "
+                               "once the templates are built")
 
 
 def config_out(row: SandboxConfig) -> dict[str, Any]:
@@ -107,14 +121,20 @@ def put_workspace_policy():
 
 @bp.post("/sandbox-configs/templates/query")
 @guard(Role.admin, api_key=FULL_ACCESS)
-@doc("Inspect the template catalog of a stored or unsaved config", request=TemplatesQueryIn,
-     response=TemplatesOut, errors=(400, 404, 503))
+@doc("Inspect the template catalog of a stored or unsaved config; ensure_* builds a missing "
+     "standard/desktop template, replace_* rebuilds it and switches every config of the "
+     "same identity (202 with the build job)", request=TemplatesQueryIn,
+     response=TemplatesOut, errors=(400, 404, 409, 503))
 def query_templates():
     body = parse_body(TemplatesQueryIn)
     stored = get_or_404(SandboxConfig, body.config_id, "sandbox config") if body.config_id else None
-    result = service.query_templates(stored, body.config, body.model_dump(),
-                                     may_reuse=service.may_update(principal()))
-    return ok(project(TemplatesOut, result))
+    who = principal()
+    result, job = sandbox_templates.query(
+        who.tenant_id, who.actor_id, stored, body.config, body.model_dump(),
+        may_reuse=service.may_update(who))
+    if job is None:
+        return ok(project(TemplatesOut, result))
+    return ok(project(TemplatesOut, {**result, "job": project(JobOut, job)}), 202)
 
 
 @bp.post("/sandbox-configs")

@@ -135,9 +135,30 @@ class FileEntry:
 
 @dataclass(frozen=True)
 class TemplateInfo:
+    """One catalog entry (reference 3.1.7). `status` is `ready`, `building`, `failed` or
+    `untagged` (built without the `default` tag: it will never become ready)."""
+
     id: str
     name: str
     status: str = "ready"
+    version: str = ""
+    image: str = ""
+    created_at: str | None = None
+    updated_at: str | None = None
+    error: str = ""
+    instance_type: str = ""
+    network_type: str = ""
+    allow_internet_access: bool | None = None
+
+
+@dataclass(frozen=True)
+class TemplateBuild:
+    """A template build the provider accepted, or its state when polled."""
+
+    template_id: str
+    build_id: str
+    status: str = "building"  # building | ready | failed
+    error: str = ""
 
 
 class BackendError(Exception):
@@ -241,6 +262,16 @@ class Backend(Protocol):
 
     def list_templates(self) -> list[TemplateInfo]:
         """Optional (capabilities.templates); raise Unsupported otherwise."""
+
+    def build_template(self, name: str, image: str,
+                       tags: tuple[str, ...] = ("default",)) -> TemplateBuild:
+        """Optional (E2B/Cube): start building template `name` from `image`."""
+
+    def build_status(self, template_id: str, build_id: str) -> TemplateBuild:
+        """Optional (E2B/Cube): where a build stands."""
+
+    def delete_template(self, template_id: str) -> None:
+        """Optional (E2B/Cube): delete a template; not found is success."""
 
     def close(self) -> None:
         """Release connections; the backend is not used afterwards."""

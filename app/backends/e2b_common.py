@@ -59,9 +59,9 @@ from app.backends.base import (
     SandboxPathNotFound,
     SandboxSpec,
     SandboxState,
-    TemplateInfo,
 )
 from app.backends.e2b_io import ENVD_PORT, E2BSettings
+from app.backends.e2b_templates import TemplateCatalog
 from app.backends.sandbox_paths import CHECK_READ, PREPARE_WRITE, WORKDIR, abs_path
 from app.backends.sandbox_paths import is_ours as _ours
 
@@ -134,7 +134,7 @@ class Remote:
                            template=self.template, started_at=self.started_at)
 
 
-class E2BCompatible:
+class E2BCompatible(TemplateCatalog):
     """The protocol over one E2B-compatible account; subclasses create and resume."""
 
     provider = "e2b"
@@ -522,40 +522,6 @@ class E2BCompatible:
             return
         with self._errors("delete snapshot"):
             self.sdk.Sandbox.delete_snapshot(snapshot_id)
-
-    def list_templates(self) -> list[TemplateInfo]:
-        """The account's templates (GET /templates) and its snapshots, which boot as
-        templates too."""
-        with self._errors("list templates"):
-            response = self.api.get_httpx_client().get("/templates")
-        self._raise_for(response, "list templates")
-        try:
-            rows = response.json()
-        except ValueError:
-            raise BackendError(f"list templates: {self.provider} returned no JSON") from None
-        found = {t.id: t for t in map(_template, rows if isinstance(rows, list) else []) if t}
-        with self._errors("list snapshots"):
-            pages = self.sdk.Sandbox.list_snapshots(limit=LIST_PAGE)
-            for _ in range(MAX_PAGES):
-                if not pages.has_next:
-                    break
-                for snap in pages.next_items():
-                    name = snap.names[0] if snap.names else snap.snapshot_id
-                    found.setdefault(snap.snapshot_id, TemplateInfo(
-                        id=snap.snapshot_id, name=name, status="ready"))
-        return sorted(found.values(), key=lambda t: t.id)
-
-
-def _template(row: Any) -> TemplateInfo | None:
-    """One catalog row, read leniently: E2B and Cube spell names and status differently."""
-    if not isinstance(row, dict) or not row.get("templateID"):
-        return None
-    names = [*(row.get("names") or ()), *(row.get("aliases") or ()), row.get("name")]
-    name = next((str(n) for n in names if n), str(row["templateID"]))
-    status = str(row.get("buildStatus") or row.get("status") or "ready").lower()
-    status = {"uploaded": "ready", "success": "ready", "running": "building",
-              "waiting": "building", "error": "failed"}.get(status, status)
-    return TemplateInfo(id=str(row["templateID"]), name=name, status=status)
 
 
 def _tee(capped: e2b_io.Capped, stream: int,

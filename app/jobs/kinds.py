@@ -9,6 +9,7 @@ from app.jobs import (  # noqa: F401  (registers their kinds)
     sandbox_check,
     sessions,
     skills,
+    templates,
 )
 from app.jobs.registry import job_kind
 from app.services import audit

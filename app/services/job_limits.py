@@ -33,6 +33,8 @@ LIMITS: dict[str, int] = {
     "remove_sandboxes": REMOVAL_BUDGET_SEC + 60,
     # Inline removals stop at MEMBER_EXIT_BUDGET_SEC, plus one removal in flight.
     "end_member_sessions": MEMBER_EXIT_BUDGET_SEC + REMOVAL_BUDGET_SEC + 60,
+    # Template builds: each poll is one bounded HTTP call; a build may take many minutes.
+    "provision_templates": 3600,
     # Database only, at most 100,000 rows.
     "audit_export": 300,
 }
@@ -44,6 +46,7 @@ LABELS: dict[str, str] = {
     "remove_sandboxes": "a sandbox removal",
     "end_member_sessions": "ending a removed member's sessions",
     "audit_export": "an audit export",
+    "provision_templates": "a template build",
 }
 
 

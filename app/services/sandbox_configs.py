@@ -21,13 +21,13 @@ from sqlalchemy.exc import IntegrityError
 from app.auth.principal import Principal
 from app.backends import registry
 from app.backends.base import Backend, BackendError
-from app.errors import Conflict, Locked, Unavailable, ValidationFailed
+from app.errors import Conflict, Locked, ValidationFailed
 from app.extensions import db
 from app.models import InstalledSkill, InstallStatus, Role, SandboxConfig, Tenant
 from app.models.sandbox_config import CORDON_LEASE
 from app.models.types import utcnow
 from app.security import config_secrets
-from app.services import Actor, audit, endpoints, personal_env, sandbox_check_parts, sandbox_doc
+from app.services import Actor, audit, endpoints, personal_env, sandbox_doc
 from app.services.installs import image as skill_image
 
 log = logging.getLogger("sandlot.sandbox_configs")
@@ -380,36 +380,3 @@ def _forget_skills(row: SandboxConfig) -> list[str]:
     for skill in skills:
         skill.deleted_at, skill.env_values, skill.updated_at = now, None, now
     return [skill.bundle_ref for skill in skills if skill.bundle_ref]
-
-
-def query_templates(stored: SandboxConfig | None, raw: Any, options: dict[str, Any],
-                    may_reuse: bool = True) -> dict[str, Any]:
-    """Reference 3.1.7: the template catalog of an unsaved or stored config (stored
-    secrets carried over as sandbox_doc.merge allows)."""
-    if raw is None and stored is None:
-        raise ValidationFailed.one("config", "send config or config_id")
-    if (options.get("replace_standard") or options.get("replace_desktop")) and stored is None:
-        raise ValidationFailed.one("config_id", "replace_* needs config_id")
-    doc = stored.config if raw is None else sandbox_doc.validate(
-        sandbox_doc.merge(raw, stored.config, may_reuse=may_reuse) if stored else raw,
-        require_template=False)
-    wants_provisioning = any(options.get(k) for k in (
-        "ensure_standard", "replace_standard", "ensure_desktop", "replace_desktop"))
-    if wants_provisioning:
-        # Docker images are built on the host (scripts/sandbox-image.sh); building E2B/Cube
-        # templates is not something this console does.
-        raise ValidationFailed.one("ensure_standard", f"Sandlot does not provision "
-                                   f"{doc['sandbox_type']} templates; pick an existing one")
-    try:
-        templates = backend_for(doc).list_templates()
-    except BackendError as exc:
-        # Tenant-safe wording: no address, port or path of a failed connection.
-        raise Unavailable("The template catalog could not be read: "
-                          f"{sandbox_check_parts.human(doc, exc)}") from exc
-    standard = sandbox_doc.template_of(doc)
-    return {
-        "templates": [{"id": t.id, "name": t.name, "status": t.status,
-                       "standard": t.id == standard or t.name == standard, "desktop": False}
-                      for t in templates],
-        "standard_template_id": standard, "desktop_template_id": "", "provisioned": False,
-    }

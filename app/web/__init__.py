@@ -18,6 +18,7 @@ from app.web import (  # noqa: E402,F401
     playground_runs,
     sandbox_check,
     sandbox_sessions,
+    sandbox_templates,
     sandboxes,
     skill_manage,
     skills,

@@ -21,7 +21,13 @@ from app.errors import AppError, BadRequest, NotFound, ValidationFailed
 from app.extensions import db, htmx
 from app.models import Role, SandboxConfig
 from app.security import config_secrets
-from app.services import endpoints, network_policy, sandbox_check_parts, sandbox_doc
+from app.services import (
+    endpoints,
+    network_policy,
+    sandbox_check_parts,
+    sandbox_doc,
+    sandbox_templates,
+)
 from app.services import sandbox_configs as service
 from app.services.sandbox_configs import Inventory
 from app.tenancy import current_tenant, get_or_404, principal
@@ -318,7 +324,9 @@ def sandbox_form_templates():
     try:
         if ed.problems:
             raise ValidationFailed(ed.problems)
-        templates = service.query_templates(row, doc, {})["templates"]
+        who = principal()
+        templates = sandbox_templates.query(who.tenant_id, who.actor_id, row, doc, {},
+                                            may_reuse=service.may_update(who))[0]["templates"]
     except ValidationFailed as err:
         error = "Fix the connection settings first: " + "; ".join(
             f"{e['field']}: {e['message']}" for e in err.errors)

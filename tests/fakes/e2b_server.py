@@ -121,6 +121,9 @@ class FakeE2BServer:
         self.calls: list[Call] = []
         self.envd = Envd()
         self._failures: list[tuple[str, str, int, str]] = []
+        # Template builds: how long one takes, and base images whose build fails.
+        self.build_seconds = 0.0
+        self.failing_images: set[str] = set()
         self._lock = threading.RLock()
         self._servers: list[Any] = []
 
@@ -264,6 +267,17 @@ class FakeE2BServer:
             return self._list(request)
         if route == "GET /templates":
             return self._templates()
+        if route == "POST /v3/templates":
+            return self._request_build(call.body or {})
+        match = re.fullmatch(r"/v2/templates/([^/]+)/builds/([^/]+)", request.path)
+        if match and request.method == "POST":
+            return self._start_build(unquote(match[1]), match[2], call.body or {})
+        match = re.fullmatch(r"/templates/([^/]+)/builds/([^/]+)/status", request.path)
+        if match and request.method == "GET":
+            return self._build_status(unquote(match[1]), match[2])
+        match = re.fullmatch(r"/templates/([^/]+)/tags", request.path)
+        if match and request.method == "GET":
+            return self._tags(unquote(match[1]))
         if route == "GET /snapshots":
             return self._snapshots(request)
         if route == "GET /health" and self.flavor == "cube":
@@ -279,8 +293,10 @@ class FakeE2BServer:
     def _create(self, body: dict[str, Any]) -> Response:
         template_id = body.get("templateID", "")
         template = self.templates.get(template_id)
-        if template is None:
-            return self._error(400, f"template '{template_id}' not found")
+        if template is not None and "default" not in template.get("tags", ["default"]):
+            template = None  # a create resolves the `default` tag (reference 5.4)
+        if template is None or self._settle(template) != "ready":
+            return self._error(404, f"template '{template_id}' not found")
         lifecycle = body.get("lifecycle") or {}
         auto_pause = bool(body.get("autoPause")) or lifecycle.get("onTimeout") == "pause"
         auto_resume = bool((body.get("autoResume") or {}).get("enabled")
@@ -391,26 +407,100 @@ class FakeE2BServer:
         for key, template in self.templates.items():
             if template["snapshot"]:
                 continue  # GET /templates keeps snapshots apart, on E2B as on Cube
+            status = self._settle(template)
+            created = template.get("created_at", moment)
             if self.flavor == "cube":
                 rows.append({"templateID": key, "name": template["names"][0],
-                             "status": "READY", "imageInfo": template["image"]})
+                             "status": status.upper(), "imageInfo": template["image"],
+                             "version": template.get("build_id", "v1"),
+                             "createdAt": created, "updatedAt": created,
+                             "errorMessage": template.get("error", ""),
+                             "instanceType": "cube.small", "networkType": "tap",
+                             "allowInternetAccess": True})
             else:
-                rows.append({"templateID": key, "buildID": "b1", "cpuCount": 1,
-                             "memoryMB": 512, "diskSizeMB": 1024, "public": False,
-                             "aliases": [], "names": template["names"], "createdAt": moment,
-                             "updatedAt": moment, "createdBy": None, "lastSpawnedAt": None,
-                             "spawnCount": 0, "buildCount": 1, "envdVersion": ENVD_VERSION,
-                             "buildStatus": "ready"})
+                rows.append({"templateID": key, "buildID": template.get("build_id", "b1"),
+                             "cpuCount": 1, "memoryMB": 512, "diskSizeMB": 1024,
+                             "public": False, "aliases": [], "names": template["names"],
+                             "createdAt": created, "updatedAt": created, "createdBy": None,
+                             "lastSpawnedAt": None, "spawnCount": 0, "buildCount": 1,
+                             "envdVersion": ENVD_VERSION, "buildStatus": status})
         return self._json(rows)
+
+    # -- template builds (the wire of the SDK's Template.build) -----------------------------
+
+    def _settle(self, template: dict[str, Any]) -> str:
+        """A build's state now: building until its time is up, then ready or error."""
+        if template.get("status", "ready") == "building" and _now() >= template["ready_at"]:
+            if template["image"] in self.failing_images:
+                template["status"] = "error"
+                template["error"] = f"step 1: pulling {template['image']} failed: not found"
+            else:
+                template["status"] = "ready"
+        return template.get("status", "ready")
+
+    def _request_build(self, body: dict[str, Any]) -> Response:
+        name = str(body.get("name") or "")
+        if not name:
+            return self._error(400, "name is required")
+        existing = next((k for k, t in self.templates.items() if name in t["names"]), None)
+        template_id = existing or ("tpl" + uuid.uuid4().hex[:17])
+        build_id = str(uuid.uuid4())
+        tags = [str(t) for t in body.get("tags") or []]
+        self.templates[template_id] = {
+            "image": "", "names": [name], "snapshot": False, "status": "waiting",
+            "build_id": build_id, "tags": tags, "created_at": _iso(_now())}
+        return self._json({"templateID": template_id, "buildID": build_id, "public": False,
+                           "names": [name], "tags": tags, "aliases": []}, 202)
+
+    def _start_build(self, template_id: str, build_id: str, body: dict[str, Any]) -> Response:
+        template = self.templates.get(template_id)
+        if template is None or template.get("build_id") != build_id:
+            return self._error(404, f"build '{build_id}' not found")
+        image = str(body.get("fromImage") or "")
+        template.update(image=image, status="building",
+                        ready_at=_now() + timedelta(seconds=self.build_seconds))
+        try:  # the fake's "registry" is the local engine: a missing image fails the build
+            self.docker.inspect_image(image)
+        except docker.errors.ImageNotFound:
+            self.failing_images.add(image)
+        return Response(status=202)
+
+    def _build_status(self, template_id: str, build_id: str) -> Response:
+        template = self.templates.get(template_id)
+        if template is None or template.get("build_id") != build_id:
+            return self._error(404, f"build '{build_id}' not found")
+        status = self._settle(template)
+        body: dict[str, Any] = {"templateID": template_id, "buildID": build_id,
+                                "status": status, "logs": [], "logEntries": []}
+        if status == "error":
+            body["reason"] = {"message": template["error"]}
+        return self._json(body)
+
+    def _tags(self, template_id: str) -> Response:
+        template = self.templates.get(template_id)
+        if template is None:
+            return self._error(404, f"template '{template_id}' not found")
+        # Templates the fake starts with count as built with the default tag.
+        tags = template.get("tags", ["default"])
+        build = template.get("build_id") or str(uuid.UUID(int=1))
+        return self._json([{"tag": t, "buildID": build, "createdAt": _iso(_now())}
+                           for t in tags])
+
+    def untag(self, template_id: str) -> None:
+        """Drop a template's `default` tag (the state of a build made without it)."""
+        self.templates[template_id]["tags"] = [
+            t for t in self.templates[template_id].get("tags", ["default"]) if t != "default"]
+
+    def template_named(self, prefix: str) -> list[str]:
+        return [k for k, t in self.templates.items() if t["names"][0].startswith(prefix)]
 
     def _delete_template(self, template_id: str) -> Response:
         template = self.templates.get(template_id)
         if template is None:
             return self._error(404, f"template '{template_id}' not found")
-        if not template["snapshot"]:
-            return self._error(400, "the fake deletes snapshots only")
         del self.templates[template_id]
-        self.docker.remove_image(template["image"], force=True)
+        if template["snapshot"]:  # a built template's base image is not the fake's own
+            self.docker.remove_image(template["image"], force=True)
         return Response(status=204)
 
     # -- data-plane gateway ---------------------------------------------------------------

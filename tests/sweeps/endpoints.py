@@ -141,10 +141,10 @@ def _api(path: str, with_name: bool = False):
     return build
 
 
-def _web(path: str):
+def _web(path: str, **extra: str):
     def build(config_id: str, swap: Swap, evil: Any, mask: str):
-        return path.format(config_id=config_id), None, swapped_form(swap, evil, mask,
-                                                                     config_id)
+        return path.format(config_id=config_id), None, {
+            **swapped_form(swap, evil, mask, config_id), **extra}
     return build
 
 
@@ -157,6 +157,10 @@ SECRET_ROUTES = (
     # The catalog picker answers its fragment with the problems in it.
     SecretRoute("web.sandbox_form_templates", _web("/sandboxes/editor/templates"), 200),
     SecretRoute("web.start_sandbox_check", _web("/sandboxes/check"), 400),
+    # Ensure/Rebuild a template: the build calls carry the stored key (decisions 11).
+    SecretRoute("web.build_sandbox_template", _web("/sandboxes/editor/templates/build",
+                                                   template_role="standard",
+                                                   template_action="ensure"), 400),
 )
 # Routes that read a config document but send nothing anywhere (they only render or
 # validate with URLs unresolved), and creation, which has no stored secret to keep.

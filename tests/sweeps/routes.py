@@ -128,6 +128,21 @@ def _check_id(world: factories.TenantUsers) -> str:
     return job.id
 
 
+def _build_id(world: factories.TenantUsers) -> str:
+    """A finished template build job (reference 3.1.7), shaped as the real one leaves it."""
+    job = Job(id=str(uuid.uuid4()), tenant_id=world.tenant.id, kind="provision_templates",
+              status=JobStatus.succeeded, percent=100, stage="ready", log="",
+              params={"work": [{"role": "standard", "replace": False}]},
+              result={"templates": [], "standard_template_id": "sandlot-standard-1",
+                      "desktop_template_id": "", "provisioned": True,
+                      "built": {"standard": "sandlot-standard-1"}, "switched_configs": 0},
+              target_type="template_identity", target_id="0" * 32, timeout_sec=60,
+              started_at=datetime.now(UTC), finished_at=datetime.now(UTC))
+    db.session.add(job)
+    db.session.commit()
+    return job.id
+
+
 def _invitation_id(world: factories.TenantUsers) -> int:
     return factories.make_invitation(world.tenant, _new_email())[0].id
 
@@ -279,6 +294,7 @@ PARAM_ROWS: dict[str, Callable[[factories.TenantUsers], Any]] = {
     "key_id": _key_id,
     "job_id": _job_id,
     "check_id": _check_id,
+    "build_id": _build_id,
     "tenant_id": _tenant_id,
     "config_id": _config_id,
     "session_id": _session_id,
