@@ -20,6 +20,9 @@ OUTCOME_LABELS = {
     "unfinished": ("Check did not finish", "badge-warn"),
     "never": ("Never checked", "badge-muted"),
 }
+# The same outcomes as counts ("2 passed"), for the per-backend line.
+COUNT_LABELS = {"passed": "passed", "problems": "with problems", "checking": "checking now",
+                "unfinished": "check did not finish", "never": "never checked"}
 INSTALL_LABELS = {"failed": ("Install failed", "badge-danger"),
                   "installing": ("Installing", "badge-info"),
                   "removing": ("Removing", "badge-info")}
@@ -52,6 +55,6 @@ def dashboard():
         "dashboard.html", tenant=tenant, members_count=members.count_members(tenant),
         active_keys=active_keys, summary=summary, recent=summary.recent,
         totals=summary_service.outcome_counts(summary), kinds=KIND_LABELS,
-        outcome_labels=OUTCOME_LABELS, install_labels=INSTALL_LABELS,
+        outcome_labels=OUTCOME_LABELS, count_labels=COUNT_LABELS, install_labels=INSTALL_LABELS,
         event_link=event_link,
     )
