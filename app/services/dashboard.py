@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, case, func, select
+from sqlalchemy import and_, case, func, literal, select, union_all
 from sqlalchemy.sql import ColumnElement
 
 from app.extensions import db
@@ -102,20 +102,22 @@ def summarise(tenant: Tenant, user: User, everyone: bool) -> Summary:
 
 
 def _last_check(tenant: Tenant):
-    """Each config's newest check job (row_number 1 per config)."""
+    """Each config's newest check job: ranked per config, only rank 1 kept, so the join
+    with the configs meets one row per config (materialised once, not per config)."""
     rank = func.row_number().over(partition_by=Job.target_id,
                                   order_by=(Job.created_at.desc(), Job.id.desc()))
-    return (select(Job.target_id, Job.id, Job.status, Job.result["ok"].as_boolean().label("ok"),
-                   Job.created_at, rank.label("rank"))
-            .where(Job.tenant_id == tenant.id, Job.kind == CHECK_KIND,
-                   Job.target_type == "sandbox_config")
-            .subquery())
+    ranked = (select(Job.target_id, Job.id, Job.status,
+                     Job.result["ok"].as_boolean().label("ok"), Job.created_at,
+                     rank.label("rank"))
+              .where(Job.tenant_id == tenant.id, Job.kind == CHECK_KIND,
+                     Job.target_type == "sandbox_config")
+              .subquery())
+    return select(ranked).where(ranked.c.rank == 1).subquery()
 
 
 def _outcome(last) -> ColumnElement[str]:
     running = (JobStatus.pending, JobStatus.running)
     return case(
-        (last.c.id.is_(None), "never"),
         (last.c.status.in_(running), "checking"),
         (and_(last.c.status == JobStatus.succeeded, last.c.ok.is_(True)), "passed"),
         (last.c.status == JobStatus.succeeded, "problems"),
@@ -123,35 +125,51 @@ def _outcome(last) -> ColumnElement[str]:
     )
 
 
-def _with_last_check(tenant: Tenant, columns):
+def _live_configs(tenant: Tenant) -> tuple[ColumnElement[bool], ...]:
+    return SandboxConfig.tenant_id == tenant.id, SandboxConfig.deleted_at.is_(None)
+
+
+def _checked(tenant: Tenant, *columns):
+    """`columns` of each live config that has a check, with its outcome.
+
+    The join runs from the checks to the configs (a primary-key lookup per check): the
+    other way round, SQLite scans every check for every config."""
     last = _last_check(tenant)
     outcome = _outcome(last).label("outcome")
-    query = (select(*columns(last), outcome)
-             .select_from(SandboxConfig)
-             .outerjoin(last, and_(last.c.target_id == SandboxConfig.id, last.c.rank == 1))
-             .where(SandboxConfig.tenant_id == tenant.id, SandboxConfig.deleted_at.is_(None)))
+    query = (select(*columns, outcome, last.c.id.label("check_id"),
+                    last.c.created_at.label("checked_at"))
+             .select_from(last).join(SandboxConfig, SandboxConfig.id == last.c.target_id)
+             .where(*_live_configs(tenant)))
     return query, outcome, last
 
 
 def _configs_by_backend(tenant: Tenant) -> dict[str, dict[str, int]]:
-    query, outcome, _ = _with_last_check(
-        tenant, lambda last: (SandboxConfig.sandbox_type, func.count()))
-    query = query.group_by(SandboxConfig.sandbox_type, outcome)
+    """Per backend, how many configs and how their last check went, in one statement: the
+    checked configs by outcome, and every config as a total (never checked = the rest)."""
+    checked, outcome, _ = _checked(tenant, SandboxConfig.sandbox_type)
+    checked = (checked.with_only_columns(SandboxConfig.sandbox_type, outcome, func.count())
+               .group_by(SandboxConfig.sandbox_type, outcome))
+    totals = (select(SandboxConfig.sandbox_type, literal("total"), func.count())
+              .where(*_live_configs(tenant)).group_by(SandboxConfig.sandbox_type))
     found: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(OUTCOMES, 0))
-    for backend, count, result in db.session.execute(query):
-        found[backend][result] += count
-    return {backend: found[backend] for backend in BACKENDS if backend in found}
+    totals_by_backend: dict[str, int] = {}
+    for backend, result, count in db.session.execute(union_all(checked, totals)):
+        if result == "total":
+            totals_by_backend[backend] = count
+        else:
+            found[backend][result] += count
+    for backend, total in totals_by_backend.items():
+        found[backend]["never"] = total - sum(found[backend].values())
+    return {backend: found[backend] for backend in BACKENDS if backend in totals_by_backend}
 
 
 def _latest_checks(tenant: Tenant) -> list[CheckedConfig]:
     """The configs checked most recently, newest first."""
-    query, _, last = _with_last_check(
-        tenant, lambda last: (SandboxConfig.id, SandboxConfig.name, SandboxConfig.sandbox_type,
-                              last.c.id, last.c.created_at))
-    query = (query.where(last.c.id.is_not(None))
-             .order_by(last.c.created_at.desc(), SandboxConfig.name).limit(LIST_SIZE))
-    return [CheckedConfig(row.id, row.name, row.sandbox_type, row.outcome, row[3], row[4])
-            for row in db.session.execute(query)]
+    query, _, last = _checked(tenant, SandboxConfig.id, SandboxConfig.name,
+                              SandboxConfig.sandbox_type)
+    query = query.order_by(last.c.created_at.desc(), SandboxConfig.name).limit(LIST_SIZE)
+    return [CheckedConfig(row.id, row.name, row.sandbox_type, row.outcome, row.check_id,
+                          row.checked_at) for row in db.session.execute(query)]
 
 
 def _session_counts(tenant: Tenant) -> tuple[int, int]:
