@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from flask import current_app, flash, redirect, request, url_for
+from flask import current_app, flash, redirect, render_template, request, url_for
 from flask_wtf import FlaskForm
 from wtforms import EmailField, SelectField
 from wtforms.fields.choices import SelectChoice
@@ -90,7 +90,7 @@ def _context(form: InviteForm | None = None, created=None, query: str | None = N
         "confirming": confirming, "role_change": role_change,
         "invitations": invitation_service.list_invitations(current_tenant()), "now": utcnow(),
         "form": form or InviteForm(who.role, formdata=None), "actor_role": who.role,
-        "roles": grantable_roles(who.role), "me": who.user, "created": created,
+        "me": who.user, "created": created,
         "ttl_days": max(1, current_app.config["INVITATION_TTL_HOURS"] // 24),
     }
 
@@ -115,10 +115,9 @@ def member_row(membership_id: int):
     offered = member_service.role_choices(who.role, membership, owners)
     confirming = (membership.id, Role(asked)) if asked in {r.value for r in offered} else None
     if not htmx:
-        return page_or_fragment("members/index.html", "", **_context(
+        return render_template("members/index.html", **_context(
             query=membership.user.email, confirming=confirming))
-    return page_or_fragment("", "members/_row.html", m=membership, **_context(
-        confirming=confirming))
+    return render_template("members/_row.html", m=membership, **_context(confirming=confirming))
 
 
 @bp.post("/members/invitations")

@@ -172,3 +172,13 @@ def test_the_dashboard_costs_the_same_statements_at_any_size(two_tenants, login_
             assert client.get("/").status_code == 200
         assert len(large) == len(small), "\n".join(large)
         assert len(large) <= 14
+
+
+def test_a_members_session_title_is_shown_as_text_to_an_admin(two_tenants, login_as):
+    a, _ = two_tenants
+    row = config(a.tenant, "docker", "plain")
+    db.session.flush()
+    session(a.tenant, a.viewer, row, "<img src=x onerror=alert(1)>", False)
+    db.session.commit()
+    body = text(login_as(a.admin, a.tenant).get("/"))
+    assert "<img src=x" not in body and "&lt;img src=x onerror=alert(1)&gt;" in body

@@ -251,3 +251,11 @@ def test_invitations_show_their_status(two_tenants, login_as):
         assert f">{status}</span>" in row
     assert db.session.scalar(select(Invitation).filter_by(email="pending@a.test"))
     assert users.find_user("pending@a.test") is None
+
+
+def test_a_search_for_markup_is_shown_as_text(two_tenants, login_as):
+    a, _ = two_tenants
+    probe = '"><script>alert(1)</script>'
+    body = text(login_as(a.admin, a.tenant).get("/members", query_string={"q": probe}))
+    assert "<script>alert(1)" not in body
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body  # in the box and the empty note
