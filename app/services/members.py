@@ -5,7 +5,10 @@ other way in."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sqlalchemy import func, select
+from sqlalchemy.orm import contains_eager
 
 from app.errors import Conflict, Forbidden, NotFound
 from app.extensions import db
@@ -28,6 +31,68 @@ def list_members(tenant: Tenant) -> list[Membership]:
         .order_by(User.email)
     )
     return list(db.session.scalars(query))
+
+
+@dataclass(frozen=True)
+class MemberPage:
+    """One page of a workspace's members, and what is needed to offer only legal changes."""
+
+    rows: list[Membership]
+    total: int  # members matching `query`
+    page: int
+    per_page: int
+    query: str
+    owners: int  # owners in the whole workspace (the last one cannot be demoted)
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.per_page))
+
+
+def page_members(tenant: Tenant, query: str = "", page: int = 1,
+                 per_page: int = 50) -> MemberPage:
+    """Members whose email contains `query`, by email, page `page` (clamped to the last).
+
+    Three statements whatever the size: the count, the owners, the page with its users."""
+    where = [Membership.tenant_id == tenant.id]
+    if query:
+        pattern = query.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        where.append(func.lower(User.email).like(f"%{pattern}%", escape="\\"))
+    total = db.session.scalar(
+        select(func.count()).select_from(Membership).join(User).where(*where)) or 0
+    pages = max(1, -(-total // per_page))
+    page = min(max(1, page), pages)
+    rows = db.session.scalars(
+        select(Membership).join(Membership.user).options(contains_eager(Membership.user))
+        .where(*where).order_by(User.email).offset((page - 1) * per_page).limit(per_page))
+    return MemberPage(list(rows), total, page, per_page, query, count_owners(tenant))
+
+
+def count_owners(tenant: Tenant) -> int:
+    return db.session.scalar(
+        select(func.count()).select_from(Membership)
+        .where(Membership.tenant_id == tenant.id, Membership.role == Role.owner)) or 0
+
+
+def role_choices(actor_role: Role, membership: Membership, owners: int) -> list[Role]:
+    """The roles `actor_role` may move `membership` to, as `change_role` would accept them.
+
+    A page offers exactly these, so no row proposes a change the server refuses."""
+    if not actor_role.at_least(Role.admin):
+        return []
+    if membership.role == Role.owner and (actor_role != Role.owner or owners <= 1):
+        return []
+    return [role for role in Role if role != membership.role
+            and (role != Role.owner or actor_role == Role.owner)]
+
+
+def may_remove(actor_role: Role, membership: Membership, owners: int) -> bool:
+    """Whether `remove_member` would accept `actor_role` removing `membership`."""
+    if not actor_role.at_least(Role.admin):
+        return False
+    if membership.role == Role.owner:
+        return actor_role == Role.owner and owners > 1
+    return True
 
 
 def count_members(tenant: Tenant) -> int:
@@ -80,9 +145,5 @@ def check_may_grant(actor_role: Role, role: Role) -> None:
 
 
 def _keep_an_owner(tenant: Tenant, verb: str) -> None:
-    owners = db.session.scalar(
-        select(func.count()).select_from(Membership)
-        .where(Membership.tenant_id == tenant.id, Membership.role == Role.owner)
-    )
-    if (owners or 0) <= 1:
+    if count_owners(tenant) <= 1:
         raise Conflict(f"Cannot {verb} the last owner: make someone else an owner first.")

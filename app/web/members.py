@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from flask import current_app, flash, redirect, url_for
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from flask import current_app, flash, redirect, render_template, request, url_for
 from flask_wtf import FlaskForm
 from wtforms import EmailField, SelectField
 from wtforms.fields.choices import SelectChoice
@@ -20,6 +23,18 @@ from app.web import bp
 from app.web._helpers import attach_error, done, page_or_fragment
 
 ROLE_LABELS = [(role.value, role.value.capitalize()) for role in Role]
+PER_PAGE = 50
+QUERY_MAX = 254
+# What each role can do beyond the one below it (from the guards of the routes): a role
+# change names what the member gains or loses. A contributor has no route of its own yet.
+ROLE_ADDS: dict[Role, tuple[str, ...]] = {
+    Role.viewer: (),
+    Role.contributor: (),
+    Role.admin: ("create, change and delete sandbox configs and skills",
+                 "invite, re-role and remove members", "manage API keys",
+                 "end other members' sessions"),
+    Role.owner: ("make, change and remove owners",),
+}
 
 
 def grantable_roles(actor_role: Role) -> list[tuple[str, str]]:
@@ -44,13 +59,38 @@ class RoleForm(FlaskForm):
     role = SelectField("Role", choices=[SelectChoice(v, label) for v, label in ROLE_LABELS])
 
 
-def _context(form: InviteForm | None = None, created=None) -> dict:
+def role_change(old: Role, new: Role) -> dict[str, Any]:
+    """What moving a member from `old` to `new` gives or takes away, for the confirm step."""
+    low, high = sorted((old, new), key=lambda role: role.rank)
+    powers = [p for role in Role if low.rank < role.rank <= high.rank for p in ROLE_ADDS[role]]
+    return {"gains": powers if new.rank > old.rank else [],
+            "loses": powers if new.rank < old.rank else []}
+
+
+def _listing() -> tuple[str, int]:
+    """Search and page: from the query string, or (after an htmx post) the page's URL."""
+    args: dict[str, list[str]] = {k: request.args.getlist(k) for k in ("q", "page")}
+    if htmx and request.method == "POST" and htmx.current_url:
+        args = parse_qs(urlsplit(htmx.current_url).query)
+    query = " ".join((args.get("q") or [""])[0].split())[:QUERY_MAX]
+    raw = (args.get("page") or ["1"])[0]
+    return query, int(raw) if raw.isdigit() and len(raw) < 7 else 1
+
+
+def _context(form: InviteForm | None = None, created=None, query: str | None = None,
+             confirming: tuple[int, Role] | None = None) -> dict:
     who = principal()
+    search, page = _listing()
+    listing = member_service.page_members(
+        current_tenant(), search if query is None else query, page, PER_PAGE)
     return {
-        "tenant": current_tenant(), "memberships": member_service.list_members(current_tenant()),
+        "tenant": current_tenant(), "listing": listing, "memberships": listing.rows,
+        "choices": lambda m: member_service.role_choices(who.role, m, listing.owners),
+        "removable": lambda m: member_service.may_remove(who.role, m, listing.owners),
+        "confirming": confirming, "role_change": role_change,
         "invitations": invitation_service.list_invitations(current_tenant()), "now": utcnow(),
         "form": form or InviteForm(who.role, formdata=None), "actor_role": who.role,
-        "roles": grantable_roles(who.role), "me": who.user, "created": created,
+        "me": who.user, "created": created,
         "ttl_days": max(1, current_app.config["INVITATION_TTL_HOURS"] // 24),
     }
 
@@ -59,6 +99,25 @@ def _context(form: InviteForm | None = None, created=None) -> dict:
 @guard(Role.admin)
 def members():
     return page_or_fragment("members/index.html", "members/_table.html", **_context())
+
+
+@bp.get("/members/<int:membership_id>/row")
+@guard(Role.admin)
+def member_row(membership_id: int):
+    """One member's row; with `?role=`, the step that confirms that role change.
+
+    Without JavaScript the row's form lands here, so the whole page is shown with the row
+    asking to confirm. A role the row would not offer shows the row as it is."""
+    membership = get_or_404(Membership, membership_id, "member")
+    who = principal()
+    owners = member_service.count_owners(current_tenant())
+    asked = request.args.get("role", "")
+    offered = member_service.role_choices(who.role, membership, owners)
+    confirming = (membership.id, Role(asked)) if asked in {r.value for r in offered} else None
+    if not htmx:
+        return render_template("members/index.html", **_context(
+            query=membership.user.email, confirming=confirming))
+    return render_template("members/_row.html", m=membership, **_context(confirming=confirming))
 
 
 @bp.post("/members/invitations")

@@ -85,6 +85,8 @@ def test_admin_invites_a_member_and_changes_a_role(page, world):
 
     viewer_row = page.locator("tr", has_text=world.viewer.email)
     viewer_row.locator("select").select_option("admin")
+    viewer_row.get_by_text("will also be able to").wait_for()  # asked first, in the row
+    viewer_row.get_by_role("button", name="Make admin").click()
     page.locator("tr", has_text=world.viewer.email).locator(".badge-admin").wait_for()
     page.get_by_text(f"{world.viewer.email} is now admin.").wait_for()
     shot(page, "members.png")
