@@ -85,7 +85,7 @@ def page_visits(app, login_as, world) -> list[Visit]:
         path = routes.build_path(app, route, rows.values(route))
         response = client.get(path)
         try:
-            html = response.status_code == 200 and response.mimetype == "text/html"
+            html = 200 <= response.status_code < 300 and response.mimetype == "text/html"
             if html and "<html" in response.get_data(as_text=True)[:400]:
                 visits.append(Visit(route.endpoint.removeprefix("web.").replace("_", "-"),
                                     path, anonymous=route.public))
@@ -112,7 +112,9 @@ def overflow(page) -> int:
 
 def shot(page, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    # A drawer is fixed to the viewport: a full-page shot would cut it off half way down.
+    drawer_open = page.locator("#drawer-slot [role=dialog]").count() > 0
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=not drawer_open)
 
 
 def open_tab(chromium, live_server, viewport):

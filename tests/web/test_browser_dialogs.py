@@ -11,7 +11,7 @@ import pytest
 from app.services import api_keys, audit
 from tests import factories
 from tests.sweeps import routes
-from tests.web.test_browser import sign_in
+from tests.web.test_browser import SHOTS, sign_in
 
 pytestmark = pytest.mark.browser
 PHONE = {"width": 390, "height": 844}
@@ -54,6 +54,7 @@ def test_phone_menu_folds_the_sidebar_and_escape_closes_it(tab, world):
     assert menu.get_attribute("aria-expanded") == "true"
     members.wait_for()
     assert focus_inside(tab, "#sidebar")
+    tab.screenshot(path=str(SHOTS / "menu-open-390.png"))
     tab.keyboard.press("Escape")
     assert menu.get_attribute("aria-expanded") == "false"
     assert members.is_hidden()
@@ -116,6 +117,7 @@ def test_escape_over_unsaved_changes_asks_first_with_our_popover(tab, world, dia
     question = tab.locator(".popover[role=alertdialog]")
     question.wait_for()
     assert "Discard the changes" in question.inner_text()
+    tab.screenshot(path=str(SHOTS / "drawer-discard-question-1280.png"))
     assert dialog.is_visible()
     assert focus_inside(tab, ".popover")
     for _ in range(4):  # the question keeps focus until answered
@@ -146,6 +148,7 @@ def test_confirmation_is_a_popover_anchored_to_its_button(tab, world, dialogs):
     above = abs(box["y"] + box["height"] - button["y"]) <= 12
     assert below or above, (button, box)
     assert box["x"] <= button["x"] + button["width"] and box["x"] + box["width"] >= button["x"]
+    tab.screenshot(path=str(SHOTS / "confirm-popover-1280.png"))
 
     tab.keyboard.press("Escape")  # a "no": nothing is sent
     question.wait_for(state="detached")
@@ -182,3 +185,21 @@ def test_tables_stack_into_labelled_rows_on_a_phone(tab, world, path):
     labels = cells.evaluate_all("cells => cells.map(c => c.getAttribute('data-label'))")
     assert any(labels) and all(label is not None for label in labels), labels
     assert tab.evaluate("document.documentElement.scrollWidth") <= 390
+
+
+def test_confirmation_popover_fits_a_phone(tab, world, dialogs):
+    tab.set_viewport_size(PHONE)
+    sign_in(tab, world.owner.email)
+    tab.goto("/api-keys")
+    revoke = tab.locator("tr", has_text="Nightly evals").get_by_role("button", name="Revoke")
+    revoke.scroll_into_view_if_needed()
+    revoke.click()
+    question = tab.locator(".popover[role=alertdialog]")
+    question.wait_for()
+    box = question.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 390, box
+    assert box["y"] >= 0 and box["y"] + box["height"] <= 844, box
+    tab.screenshot(path=str(SHOTS / "confirm-popover-390.png"))
+    question.get_by_role("button", name="Cancel").click()
+    question.wait_for(state="detached")
+    assert dialogs == []
