@@ -224,6 +224,7 @@
       if (first) first.focus();
     } else if (giveFocusBack) toggle.focus();
   }
+  document.querySelectorAll("[data-menu-toggle][hidden]").forEach(function (b) { b.hidden = false; });
   document.addEventListener("click", function (event) {
     if (event.target.closest("[data-menu-toggle]")) {
       setMenu(menuButton().getAttribute("aria-expanded") !== "true", false);

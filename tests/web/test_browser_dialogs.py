@@ -11,6 +11,7 @@ import pytest
 from app.services import api_keys, audit
 from tests import factories
 from tests.sweeps import routes
+from tests.web.test_a11y import serious
 from tests.web.test_browser import SHOTS, sign_in
 
 pytestmark = pytest.mark.browser
@@ -55,6 +56,7 @@ def test_phone_menu_folds_the_sidebar_and_escape_closes_it(tab, world):
     members.wait_for()
     assert focus_inside(tab, "#sidebar")
     tab.screenshot(path=str(SHOTS / "menu-open-390.png"))
+    assert serious(tab) == []
     tab.keyboard.press("Escape")
     assert menu.get_attribute("aria-expanded") == "false"
     assert members.is_hidden()
@@ -118,6 +120,7 @@ def test_escape_over_unsaved_changes_asks_first_with_our_popover(tab, world, dia
     question.wait_for()
     assert "Discard the changes" in question.inner_text()
     tab.screenshot(path=str(SHOTS / "drawer-discard-question-1280.png"))
+    assert serious(tab) == []
     assert dialog.is_visible()
     assert focus_inside(tab, ".popover")
     for _ in range(4):  # the question keeps focus until answered
@@ -200,6 +203,24 @@ def test_confirmation_popover_fits_a_phone(tab, world, dialogs):
     assert box["x"] >= 0 and box["x"] + box["width"] <= 390, box
     assert box["y"] >= 0 and box["y"] + box["height"] <= 844, box
     tab.screenshot(path=str(SHOTS / "confirm-popover-390.png"))
+    assert serious(tab) == []
     question.get_by_role("button", name="Cancel").click()
     question.wait_for(state="detached")
     assert dialogs == []
+
+
+def test_phone_menu_opens_without_javascript(chromium, live_server, world):
+    context = chromium.new_context(viewport=PHONE, base_url=live_server,
+                                   java_script_enabled=False)
+    try:
+        page = context.new_page()
+        page.set_default_timeout(10_000)
+        sign_in(page, world.owner.email)
+        members = page.get_by_role("link", name="Members", exact=True)
+        assert members.is_hidden()
+        page.get_by_role("link", name="Menu").click()
+        members.click()
+        page.wait_for_url(re.compile(r"/members$"))
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    finally:
+        context.close()
