@@ -47,6 +47,8 @@ class Visit:
 # Appendable: pages in a state their route alone does not show.
 EXTRA_PAGES: list[Visit] = [
     Visit("sandboxes-sessions-tab", "/sandboxes?tab=sessions"),
+    Visit("not-found", "/no-such-page"),
+    Visit("not-found-anonymous", "/no-such-page", anonymous=True),
 ]
 # Appendable: (page, the link or button that opens a drawer there), opened by clicking so the
 # htmx path (focus, pushed URL) is what axe sees.
