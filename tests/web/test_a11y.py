@@ -76,10 +76,11 @@ def world() -> factories.TenantUsers:
     return group
 
 
-def page_visits(app, login_as, world) -> list[Visit]:
-    """Every GET web route as a full HTML page, with real ids of `world`'s rows."""
+def page_visits(app, login_as, world, user=None) -> list[Visit]:
+    """Every GET web route that is a full HTML page for `user` (the owner by default), with
+    real ids of `world`'s rows."""
     rows = routes.Rows(world)
-    client = login_as(world.owner, world.tenant)
+    client = login_as(user or world.owner, world.tenant)
     visits = []
     for route in routes.iter_routes(app):
         if route.is_api or route.method != "GET" or route.endpoint in NOT_PAGES:
@@ -112,7 +113,9 @@ def overflow(page) -> int:
     return page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
 
 
-def shot(page, name: str) -> None:
+def shot(page, name: str | None) -> None:
+    if name is None:
+        return
     SHOTS.mkdir(parents=True, exist_ok=True)
     # A drawer is fixed to the viewport: a full-page shot would cut it off half way down.
     drawer_open = page.locator("#drawer-slot [role=dialog]").count() > 0
@@ -126,17 +129,17 @@ def open_tab(chromium, live_server, viewport):
     return context, page
 
 
-def walk(chromium, live_server, world, visits, viewport, label) -> list[str]:
+def walk(chromium, live_server, email, visits, viewport, label, shots=True) -> list[str]:
     problems = []
     signed, anon = open_tab(chromium, live_server, viewport), open_tab(chromium, live_server,
                                                                        viewport)
     try:
-        sign_in(signed[1], world.owner.email)
+        sign_in(signed[1], email)
         for visit in visits:
             page = anon[1] if visit.anonymous else signed[1]
             page.goto(visit.path)
             page.wait_for_load_state("networkidle")
-            shot(page, f"{visit.name}-{label}")
+            shot(page, f"{visit.name}-{label}" if shots else None)
             problems += [f"{label} {visit.path}: {v}" for v in serious(page)]
             if viewport is PHONE and overflow(page) > 0:
                 problems.append(f"{label} {visit.path}: scrolls sideways by {overflow(page)} px")
@@ -149,8 +152,17 @@ def walk(chromium, live_server, world, visits, viewport, label) -> list[str]:
 def test_every_page_passes_axe_and_fits_a_phone(app, login_as, world, chromium, live_server):
     visits = page_visits(app, login_as, world)
     assert len(visits) >= 15, [v.path for v in visits]
-    problems = walk(chromium, live_server, world, visits, PHONE, "390")
-    problems += walk(chromium, live_server, world, visits, DESKTOP, "1440")
+    problems = walk(chromium, live_server, world.owner.email, visits, PHONE, "390")
+    problems += walk(chromium, live_server, world.owner.email, visits, DESKTOP, "1440")
+    assert not problems, "\n".join(problems)
+
+
+def test_a_viewers_pages_pass_axe_and_fit_a_phone(app, login_as, world, chromium, live_server):
+    """A viewer sees other pages (no admin controls, no settings): walked once on a phone."""
+    visits = [v for v in page_visits(app, login_as, world, world.viewer) if not v.anonymous]
+    assert len(visits) >= 6, [v.path for v in visits]
+    problems = walk(chromium, live_server, world.viewer.email, visits, PHONE, "390",
+                    shots=False)
     assert not problems, "\n".join(problems)
 
 
