@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from axe_playwright_python.sync_playwright import Axe
@@ -58,6 +59,7 @@ DRAWER_OPENERS: list[tuple[str, str]] = [
     ("/sandboxes", "a:text-is('Inventory')"),
     ("/skills", "a.skill-add"),
     ("/skills", "a:text-is('Install')"),
+    ("/skills", "a.chip-link"),
 ]
 
 
@@ -169,6 +171,7 @@ def test_a_viewers_pages_pass_axe_and_fit_a_phone(app, login_as, world, chromium
 def test_every_drawer_opened_by_its_button_passes_axe(app, world, chromium, live_server):
     routes.make_sandbox_config(world.tenant)
     routes.make_catalog_skill(world.tenant)
+    routes.make_installed_skill(world.tenant)
     problems = []
     for viewport, label in ((PHONE, "390"), (DESKTOP, "1440")):
         context, page = open_tab(chromium, live_server, viewport)
@@ -180,6 +183,9 @@ def test_every_drawer_opened_by_its_button_passes_axe(app, world, chromium, live
                 page.locator("#drawer-slot [role=dialog]").wait_for()
                 page.wait_for_load_state("networkidle")
                 where = f"{label} {path} {opener} -> {page.url}"
+                heading = page.locator("#drawer-slot [role=dialog] h2").first.inner_text()
+                if urlsplit(page.url).path == path or not page.title().startswith(heading):
+                    problems.append(f"{where}: URL or title not the drawer's ({page.title()!r})")
                 problems += [f"{where}: {v}" for v in serious(page)]
                 if viewport is PHONE and overflow(page) > 0:
                     problems.append(f"{where}: scrolls sideways by {overflow(page)} px")
