@@ -90,33 +90,11 @@
     }
   });
 
-  // Drawers live in #drawer-slot: Cancel and the close button empty it; Escape and the
-  // backdrop too, except over an editor (a stray key must not throw typed settings away).
-  function closeDrawer(href) {
-    var slot = document.getElementById("drawer-slot");
-    if (!slot || !slot.firstElementChild) return false;
-    var link = slot.querySelector("a[data-drawer-close]");
-    var back = href || (link ? link.getAttribute("href") : null);
-    slot.innerHTML = "";
-    if (back && location.pathname !== back) history.replaceState(null, "", back);
-    return true;
-  }
-  document.addEventListener("click", function (event) {
-    var close = event.target.closest("[data-drawer-close]");
-    if (close && closeDrawer(close.getAttribute("href"))) event.preventDefault();
-  });
-  document.addEventListener("keydown", function (event) {
-    if (event.key === "Escape" && !event.defaultPrevented && !document.querySelector("#drawer-slot form.drawer-form")) closeDrawer();
-  });
+  // A refused save puts its summary above the form: bring it into view.
   document.addEventListener("htmx:afterSwap", function (event) {
     var target = event.detail.target;
-    // A refused save puts its summary above the form: bring it into view.
     if (target && target.id === "editor-alert" && target.firstElementChild) {
       target.scrollIntoView({ block: "nearest" });
-    }
-    if (target && target.id === "drawer-slot") {
-      var first = target.querySelector(".drawer-body input:not([type=hidden]), .drawer-body select");
-      if (first) first.focus();
     }
   });
 
@@ -149,6 +127,23 @@
     event.preventDefault();
     form.requestSubmit();
   });
+
+  // Stacked table rows on a phone: each cell is labelled with its column's header.
+  function labelCells(root) {
+    root.querySelectorAll("table.table").forEach(function (table) {
+      var heads = Array.prototype.map.call(table.querySelectorAll("thead th"), function (th) {
+        return th.classList.contains("col-actions") ? "" : th.textContent.trim();
+      });
+      table.querySelectorAll("tbody tr").forEach(function (row) {
+        Array.prototype.forEach.call(row.children, function (cell, i) {
+          if (!cell.hasAttribute("data-label") && heads[i] !== undefined) cell.setAttribute("data-label", heads[i]);
+        });
+      });
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { labelCells(document); });
+  document.addEventListener("htmx:afterSettle", function () { labelCells(document); });
+  document.addEventListener("htmx:oobAfterSwap", function () { labelCells(document); });
 
   // Close the workspace switcher when clicking elsewhere.
   document.addEventListener("click", function (event) {

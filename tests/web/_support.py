@@ -24,3 +24,14 @@ def post_form(client, path: str, data: dict | None = None, *, htmx: bool = False
 
 def text(response) -> str:
     return response.get_data(as_text=True)
+
+
+def confirm(page) -> str:
+    """Say yes in the confirmation popover (our own, anchored to the button that asked; an
+    hx-confirm no longer opens a browser dialog) and return its question."""
+    box = page.locator(".popover[role=alertdialog]")
+    box.wait_for()
+    question = box.locator(".popover-text").inner_text()
+    box.locator("[data-popover-confirm]").click()
+    box.wait_for(state="detached")
+    return question

@@ -13,6 +13,7 @@ import pytest
 from app.models import Role
 from app.services import api_keys, audit, invitations
 from tests import factories
+from tests.web._support import confirm
 
 pytestmark = pytest.mark.browser
 
@@ -114,6 +115,7 @@ def test_admin_creates_an_api_key_and_sees_it_once(page, world):
     assert page.locator("#new-key-value").count() == 0
 
     page.locator("tr", has_text="Agent runner").get_by_role("button", name="Revoke").click()
+    assert confirm(page).startswith("Revoke “Agent runner”?")
     page.locator("tr", has_text="Agent runner").get_by_text("Revoked").wait_for()
 
 

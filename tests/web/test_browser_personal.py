@@ -15,6 +15,7 @@ from app.extensions import db
 from app.models import InstalledSkill, SandboxConfig
 from app.services import audit, installed_skills, sessions
 from tests.fakes.skill_archives import make_zip, skill_md
+from tests.web._support import confirm
 from tests.web.test_browser import shot, sign_in
 from tests.web.test_browser_playground import (
     installed_skill,
@@ -98,6 +99,7 @@ def _story(tab, group, skill_id, actor):
     tab.get_by_role("link", name="Personal variables", exact=True).click()
     var = tab.get_by_role("article", name="Skill greeter").locator('[data-var="GREETING"]')
     var.get_by_role("button", name="Clear").click()
+    confirm(tab)
     tab.get_by_text("Cleared your value for GREETING").wait_for()
     assert _playground_run(tab, again=True) == "hello from-the-admin"
 

@@ -18,6 +18,7 @@ from app.services import sandbox_configs as service
 from tests import factories
 from tests.backends.conftest import BASE_IMAGE, require_docker
 from tests.jobs.helpers import wait_for_terminal
+from tests.web._support import confirm
 from tests.web.test_browser import shot, sign_in
 
 pytestmark = pytest.mark.browser
@@ -96,6 +97,7 @@ def test_a_member_runs_a_command_twice_in_the_same_sandbox(tab, workspace):
     shot(tab, "playground.png")
 
     tab.locator(".session-row", has_text="Quick check").get_by_role("button", name="End").click()
+    confirm(tab)
     tab.get_by_text("Session ended; its sandbox is being removed.").wait_for()
     tab.get_by_text("No session selected").wait_for()
     tab.wait_for_url(re.compile(r"/playground$"))

@@ -11,6 +11,7 @@ from app.services import audit, demo
 from app.services import sandbox_configs as service
 from tests import factories
 from tests.backends.conftest import require_docker
+from tests.web._support import confirm
 from tests.web.test_browser import shot, sign_in
 
 pytestmark = pytest.mark.browser
@@ -65,7 +66,8 @@ def test_deep_check_of_an_unsaved_change_reports_the_unreachable_engine(tab, wor
     drawer = open_editor(tab, demo.DEMO_CONFIG)
     drawer.get_by_label("Engine").select_option("missing")  # listed, but not running
 
-    drawer.get_by_role("button", name="Deep check").click()  # confirmed by the handler
+    drawer.get_by_role("button", name="Deep check").click()
+    assert "creates a real sandbox" in confirm(tab)
 
     result = drawer.locator("#sandbox-check .check-result")
     result.locator(".status", has_text="Failed").wait_for()

@@ -10,6 +10,7 @@ import pytest
 from app.services import audit
 from app.services import sandbox_configs as service
 from tests import factories
+from tests.web._support import confirm
 from tests.web.test_browser import shot, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("private_endpoints")]
@@ -89,16 +90,19 @@ def test_admin_turns_scripts_off_and_force_deletes_an_unverifiable_config(tab, w
     sign_in(tab, workspace.admin.email)
     tab.goto("/sandboxes")
     switch = tab.get_by_role("switch", name="Workspace scripts")
-    switch.click()  # confirmed by the dialog handler
+    switch.click()
+    confirm(tab)
     tab.get_by_text("Off: no agent may run scripts").wait_for()
     assert tab.get_by_role("switch", name="Workspace scripts").get_attribute("aria-checked") \
         == "false"
 
     card = tab.locator(".sandbox-card", has_text="Old engine")
     card.get_by_role("button", name="Delete").click()
+    confirm(tab)
     drawer = tab.locator(".drawer")
     drawer.get_by_text("Inventory unverifiable.").wait_for()
     drawer.get_by_role("button", name="Force delete").click()
+    confirm(tab)
     tab.get_by_text("Deleted “Old engine”.").wait_for()
     assert tab.locator(".sandbox-card", has_text="Old engine").count() == 0
     assert tab.locator(".drawer").count() == 0

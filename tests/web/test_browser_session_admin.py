@@ -18,6 +18,7 @@ from app.services import sandbox_configs as service
 from tests import factories
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, require_docker
 from tests.jobs.helpers import wait_for_terminal
+from tests.web._support import confirm
 from tests.web.test_browser import shot, sign_in
 
 pytestmark = [pytest.mark.browser]
@@ -51,8 +52,6 @@ def open_drawer(tab, email: str):
 
 def test_admin_ends_a_members_session_from_the_inventory(tab, workspace):
     group, config_id, live_id, sandbox_id = workspace
-    asked: list[str] = []
-    tab.on("dialog", lambda dialog: asked.append(dialog.message))
     tab.set_viewport_size({"width": 1440, "height": 900})
     drawer = open_drawer(tab, group.admin.email)
     row = drawer.locator(f"#config-session-{live_id}")
@@ -68,6 +67,7 @@ def test_admin_ends_a_members_session_from_the_inventory(tab, workspace):
     tab.set_viewport_size({"width": 1440, "height": 900})
 
     row.get_by_role("button", name=re.compile("^End the session “Data cleanup”")).click()
+    asked = [confirm(tab)]
     tab.get_by_text("Member's session ended; its sandbox is being removed.").wait_for()
     row.wait_for(state="detached")
     assert asked and asked[-1].startswith(f"End {group.contributor.email}'s session")

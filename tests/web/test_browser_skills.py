@@ -20,6 +20,7 @@ from app.services import skills as service
 from tests import factories
 from tests.fakes import skill_registry
 from tests.fakes.skill_archives import PNG, make_zip, skill_md
+from tests.web._support import confirm
 from tests.web.test_browser import SHOTS, shot, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("private_endpoints")]
@@ -228,5 +229,6 @@ def test_the_catalog_shows_each_install_status(tab, workspace):
     drawer.get_by_role("link", name="Cancel").click()
     tab.locator(".skill-card", has_text="git-helper").get_by_role("button",
                                                                    name="Delete").click()
+    confirm(tab)
     tab.get_by_text("Deleted “git-helper” from the catalog.").wait_for()
     assert tab.locator(".skill-card", has_text="git-helper").count() == 0
