@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from app.errors import Conflict, Forbidden, NotFound
 from app.extensions import db
 from app.models import Membership, Role, Tenant, User
-from app.services import Actor, audit, member_exit
+from app.services import Actor, audit, member_exit, paging
 
 
 def pick_membership(user: User, tenant_id: int | None) -> Membership | None:
@@ -28,6 +28,13 @@ def list_members(tenant: Tenant) -> list[Membership]:
         .order_by(User.email)
     )
     return list(db.session.scalars(query))
+
+
+def members_page(tenant: Tenant, window: paging.Window) -> paging.Slice[Membership]:
+    """One page of the workspace's members, by email."""
+    query = select(Membership).join(User).where(Membership.tenant_id == tenant.id)
+    return paging.keyset(query, (User.email, Membership.id), window,
+                         key_of=lambda m: (m.user.email, m.id))
 
 
 def count_members(tenant: Tenant) -> int:
