@@ -15,7 +15,7 @@ from app.auth.guards import FULL_ACCESS, guard
 from app.models import Role, SandboxConfig
 from app.security import config_secrets
 from app.services import sandbox_configs as service
-from app.services import sandbox_doc
+from app.services import sandbox_doc, sandbox_lists
 from app.tenancy import current_tenant, get_or_404, principal
 
 
@@ -93,7 +93,7 @@ def _force() -> bool:
      "switch", query=PageQuery, response=SandboxConfigOut, many=True, errors=(400,))
 def list_sandbox_configs():
     tenant = current_tenant()
-    page = service.configs_page(tenant, window(parse_query(PageQuery)))
+    page = sandbox_lists.configs_page(tenant, window(parse_query(PageQuery)))
     return ok_page(page, config_out, workspace_scripts_disabled=tenant.scripts_disabled)
 
 

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.auth.principal import Principal
@@ -31,7 +31,6 @@ from app.services import (
     Actor,
     audit,
     endpoints,
-    paging,
     personal_env,
     sandbox_check_parts,
     sandbox_doc,
@@ -75,32 +74,11 @@ def cordoned() -> Locked:
 
 # -- reads ------------------------------------------------------------------------------
 
-def _live(tenant: Tenant):
-    return select(SandboxConfig).where(SandboxConfig.tenant_id == tenant.id,
-                                       SandboxConfig.deleted_at.is_(None))
-
-
 def list_configs(tenant: Tenant) -> list[SandboxConfig]:
-    return list(db.session.scalars(_live(tenant).order_by(SandboxConfig.name)))
-
-
-def configs_page(tenant: Tenant, window: paging.Window, *, by_name: bool = False,
-                 name_contains: str = "") -> paging.Slice[SandboxConfig]:
-    """One page of the workspace's configs: oldest first (the API), or by name with an
-    optional case-insensitive filter on name and description (the Sandboxes page)."""
-    query = _live(tenant)
-    if name_contains:
-        pattern = f"%{_escape_like(name_contains.lower())}%"
-        query = query.where(or_(func.lower(SandboxConfig.name).like(pattern, escape="\\"),
-                                func.lower(SandboxConfig.description).like(pattern,
-                                                                           escape="\\")))
-    keys = (SandboxConfig.name, SandboxConfig.id) if by_name else \
-        (SandboxConfig.created_at, SandboxConfig.id)
-    return paging.keyset(query, keys, window)
-
-
-def _escape_like(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    query = (select(SandboxConfig)
+             .where(SandboxConfig.tenant_id == tenant.id, SandboxConfig.deleted_at.is_(None))
+             .order_by(SandboxConfig.name))
+    return list(db.session.scalars(query))
 
 
 def backend_for(doc: dict[str, Any], sandbox_id: str | None = None,

@@ -13,6 +13,8 @@ from itsdangerous import URLSafeSerializer
 from app.extensions import db
 from app.models import SandboxConfig
 from app.security import cursors
+from tests import factories
+from tests.sweeps import routes, world
 
 BASE = "/api/v1/sandbox-configs"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -128,3 +130,66 @@ def test_a_cursor_never_opens_another_workspace_or_list(tenants, admin_a, admin_
     assert "cfg-" not in response.get_data(as_text=True)
     # Another list of the same workspace refuses it too.
     assert admin_a.get(f"/api/v1/members?cursor={cursor}").status_code == 400
+
+
+# -- every list of the API pages the same way (a sweep over url_map) -------------------
+
+def list_routes(app) -> list[routes.Route]:
+    return [r for r in routes.iter_routes(app) if r.is_api and r.method == "GET"
+            and getattr(routes.view_of(app, r).api_doc if hasattr(routes.view_of(app, r),
+                                                                  "api_doc") else None,
+                        "many", False)]
+
+
+def identity(item) -> str:
+    return str(item.get("id") or item.get("name") or item.get("path")
+               or item.get("sandbox_config_id") or item)
+
+
+def test_the_sweep_finds_every_list(app):
+    found = {r.rule for r in list_routes(app)}
+    assert {"/api/v1/sandbox-configs", "/api/v1/members", "/api/v1/api-keys",
+            "/api/v1/invitations", "/api/v1/sessions", "/api/v1/workspace/sessions",
+            "/api/v1/sessions/<uuid:session_id>/runs", "/api/v1/skills",
+            "/api/v1/skills/catalog", "/api/v1/me/env-vars"} <= found
+
+
+def test_every_list_pages_with_a_cursor_it_alone_accepts(app, bearer):
+    a, _ = world.two_tenants()
+    rows = routes.Rows(a)
+    for _ in range(2):  # at least two rows in most lists, so the walk crosses a page
+        routes.make_sandbox_config(a.tenant)
+        routes.make_catalog_skill(a.tenant)
+        factories.make_key(a.tenant)
+        factories.make_invitation(a.tenant, f"{uuid.uuid4().hex[:8]}@paging.test")
+    session_id = rows.values(routes.Route("x", "x", "GET", ("session_id",), None, False))[
+        "session_id"]
+    routes.make_run(session_id)
+    routes.make_run(session_id)
+    db.session.commit()
+    api = bearer(a.owner, a.tenant)
+    walked = 0
+    for route in list_routes(app):
+        path = routes.build_path(app, route, rows.values(route))
+        full = api.get(f"{path}?limit=500")
+        assert full.status_code == 200, (route.id, full.json)
+        body = full.json
+        assert isinstance(body["data"], list) and body["next_cursor"] is None, route.id
+        assert body["total"] == len(body["data"]), route.id
+        assert api.get(f"{path}?limit=501").status_code == 400, route.id
+        assert api.get(f"{path}?cursor=garbled").status_code == 400, route.id
+        if len(body["data"]) < 2:
+            continue
+        walked += 1
+        seen, cursor = [], None
+        while True:
+            page = api.get(f"{path}?limit=1" + (f"&cursor={cursor}" if cursor else "")).json
+            seen += [identity(item) for item in page["data"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+            # The cursor is this list's alone: the configs list refuses it.
+            if route.rule != BASE:
+                assert api.get(f"{BASE}?cursor={cursor}").status_code == 400, route.id
+        assert seen == [identity(item) for item in body["data"]], route.id
+    assert walked >= 8
