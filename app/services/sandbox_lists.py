@@ -17,7 +17,7 @@ def _live(tenant: Tenant):
 
 def configs_page(tenant: Tenant, window: paging.Window, *, by_name: bool = False,
                  name_contains: str = "", sandbox_type: str | None = None,
-                 ) -> paging.Slice[SandboxConfig]:
+                 count: bool = True) -> paging.Slice[SandboxConfig]:
     """One page of the workspace's configs: oldest first (the API), or by name with an
     optional case-insensitive filter on name and description (the Sandboxes page)."""
     query = _matching(tenant, name_contains)
@@ -25,7 +25,7 @@ def configs_page(tenant: Tenant, window: paging.Window, *, by_name: bool = False
         query = query.where(SandboxConfig.sandbox_type == sandbox_type)
     keys = (SandboxConfig.name, SandboxConfig.id) if by_name else \
         (SandboxConfig.created_at, SandboxConfig.id)
-    return paging.keyset(query, keys, window)
+    return paging.keyset(query, keys, window, count=count)
 
 
 def count_by_backend(tenant: Tenant, name_contains: str = "") -> dict[str, int]:

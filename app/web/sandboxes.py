@@ -137,7 +137,9 @@ def _list_context() -> dict[str, Any]:
     scope = json.dumps(["web.sandboxes", tenant.id, tab, text])
     after = _after(scope) if request.method == "GET" else None
     page = sandbox_lists.configs_page(tenant, paging.Window(PAGE_SIZE, after), by_name=True,
-                                name_contains=text, sandbox_type=tab or None)
+                                      name_contains=text, sandbox_type=tab or None,
+                                      count=False)  # the tab's count is the total
+    page.total = counts.get(tab, 0) if tab else sum(counts.values())
     here = {"backend": tab or None, "q": text or None}
     next_url = url_for("web.sandboxes", **here, after=cursors.seal(
         current_app.secret_key, scope, page.last_key)) if page.more and page.last_key else None
