@@ -9,7 +9,7 @@ the last key into an opaque, signed cursor (`security.cursors`); here it is plai
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Select, and_, func, or_, select
@@ -36,7 +36,6 @@ class Slice(Generic[T]):
     more: bool
     last_key: tuple[Any, ...] | None
     total: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def keyset(stmt: Select, keys: Sequence[Any], window: Window, *, desc: bool = False,

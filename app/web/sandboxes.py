@@ -94,7 +94,7 @@ def network_summary(doc: dict[str, Any]) -> str:
 def card(row: SandboxConfig) -> dict[str, Any]:
     """What a card shows: never a secret (only the fields named here are read)."""
     doc, kind = row.config, row.sandbox_type
-    block = doc.get(kind) or {}
+    block, lost = doc.get(kind) or {}, config_secrets.lost(doc)
     ttl = block.get(TTL_FIELD[kind]) or sandbox_doc.DEFAULT_TTL[kind]
     if kind == "docker":
         target = block.get("image", "")
@@ -107,8 +107,7 @@ def card(row: SandboxConfig) -> dict[str, Any]:
     return {"id": row.id, "name": row.name, "description": row.description, "kind": kind,
             "kind_label": KIND_LABELS[kind], "target": target, "facts": facts,
             "desktop": bool(doc.get("desktop_enabled")),
-            "lost": len(config_secrets.lost(doc)),
-            "lost_all": config_secrets.lost(doc) == [config_secrets.WHOLE]}
+            "lost": len(lost), "lost_all": lost == [config_secrets.WHOLE]}
 
 
 def _tab() -> str:
