@@ -42,9 +42,9 @@ def masked(doc: dict[str, Any]) -> dict[str, Any]:
         return copy.deepcopy(doc)  # keeps its class: nothing of it can be read anyway
     out = dict(doc)
     for kind in ("cube", "e2b"):
-        if isinstance(out.get(kind), dict):
+        if out.get(kind):
             out[kind] = {**out[kind], "api_key": mask(out[kind].get("api_key"))}
-    if isinstance(out.get("docker"), dict):
+    if out.get("docker"):
         out["docker"] = upgraded_docker(out["docker"])
     out["env_vars"] = {k: mask(v) for k, v in (out.get("env_vars") or {}).items()}
     if isinstance(out.get("network"), dict):
