@@ -65,6 +65,9 @@ def _init_extensions(app: Flask) -> None:
     app.config["RATELIMIT_STORAGE_URI"] = (app.config.get("RATELIMIT_STORAGE_URI")
                                            or app.config.get("REDIS_URL") or "memory://")
     limiter.init_app(app)
+    from app import assets
+
+    assets.init_app(app)
     from app.jobs.queue import make_dispatcher
 
     app.extensions["sandlot_dispatcher"] = make_dispatcher(app)

@@ -7,7 +7,8 @@ from datetime import datetime
 from pydantic import AwareDatetime, Field
 
 from app.api import bp
-from app.api._core import Out, Strict, doc, ok, parse_body, project
+from app.api._core import Out, Strict, doc, ok, parse_body, parse_query, project
+from app.api.paging import PageQuery, ok_page, window
 from app.auth.guards import guard
 from app.auth.pepper import api_key_pepper
 from app.models import ApiKey, Role
@@ -41,9 +42,11 @@ class CreatedKeyOut(Out):
 
 @bp.get("/api-keys")
 @guard(Role.admin)
-@doc("List the workspace's API keys (prefix only; never the key)", response=ApiKeyOut, many=True)
+@doc("List the workspace's API keys, newest first (prefix only; never the key)",
+     query=PageQuery, response=ApiKeyOut, many=True, errors=(400,))
 def list_api_keys():
-    return ok([project(ApiKeyOut, k) for k in api_keys.list_keys(current_tenant())])
+    page = api_keys.keys_page(current_tenant(), window(parse_query(PageQuery)))
+    return ok_page(page, lambda key: project(ApiKeyOut, key))
 
 
 @bp.post("/api-keys")

@@ -10,12 +10,14 @@ from pydantic import Field
 
 from app.api import bp
 from app.api._core import Out, Strict, doc, ok, parse_body, parse_query, project
+from app.api.paging import PageQuery, ok_page, window
 from app.api.skills import JSON_LIMIT, ZIP_TYPES, FileContentOut, FileQuery, SkillFileOut, SourceIn
 from app.api.skills import _upload as upload_spool
 from app.auth.guards import FULL_ACCESS, guard
 from app.errors import UnsupportedMediaType
 from app.models import InstalledSkill, Role, SandboxConfig
 from app.services import installed_skills as service
+from app.services import paging
 from app.tenancy import current_tenant, get_or_404, principal
 
 BASE = "/sandbox-configs/<uuid:config_id>/skills"
@@ -103,10 +105,11 @@ def _accepted(skill_id: str):
 
 @bp.get(BASE)
 @guard(Role.admin, api_key=FULL_ACCESS)
-@doc("Skills installed on a sandbox config", response=InstalledSkillOut, many=True,
-     errors=(404,))
+@doc("Skills installed on a sandbox config, by name", query=PageQuery,
+     response=InstalledSkillOut, many=True, errors=(400, 404))
 def list_installed_skills(config_id):
-    return ok([_out(row) for row in service.list_installed(_config(config_id))])
+    query = parse_query(PageQuery)
+    return ok_page(service.installed_page(_config(config_id), window(query)), _out)
 
 
 @bp.post(BASE)
@@ -177,10 +180,17 @@ def stop_installed_skill(config_id, skill_id):
 
 @bp.get(f"{ONE}/files")
 @guard(Role.admin, api_key=FULL_ACCESS)
-@doc("The files of the archive the skill was built from", response=SkillFileOut, many=True,
-     errors=(404,))
+@doc("The files of the archive the skill was built from, by path", query=PageQuery,
+     response=SkillFileOut, many=True, errors=(400, 404))
 def list_installed_skill_files(config_id, skill_id):
-    return ok([project(SkillFileOut, f) for f in service.list_files(_skill(config_id, skill_id))])
+    query = parse_query(PageQuery)
+    files = service.list_files(_skill(config_id, skill_id))
+    return ok_page(paging.in_memory(files, _by_path, window(query)),
+                   lambda f: project(SkillFileOut, f))
+
+
+def _by_path(item: dict) -> tuple:
+    return (str(item.get("path", "")),)
 
 
 @bp.get(f"{ONE}/files/content")

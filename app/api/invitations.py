@@ -9,7 +9,8 @@ from flask import url_for
 from pydantic import Field
 
 from app.api import bp
-from app.api._core import Out, Strict, doc, ok, parse_body, project
+from app.api._core import Out, Strict, doc, ok, parse_body, parse_query, project
+from app.api.paging import PageQuery, ok_page, window
 from app.api.schemas import MembershipRef
 from app.auth.guards import guard
 from app.models import Invitation, InvitationStatus, Role
@@ -58,9 +59,11 @@ def _fields(invitation: Invitation) -> dict:
 
 @bp.get("/invitations")
 @guard(Role.admin)
-@doc("List the workspace's invitations with their status", response=InvitationOut, many=True)
+@doc("List the workspace's invitations with their status, newest first", query=PageQuery,
+     response=InvitationOut, many=True, errors=(400,))
 def list_invitations():
-    return ok([_out(i) for i in invitations.list_invitations(current_tenant())])
+    page = invitations.invitations_page(current_tenant(), window(parse_query(PageQuery)))
+    return ok_page(page, _out)
 
 
 @bp.post("/invitations")

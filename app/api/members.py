@@ -8,7 +8,8 @@ from datetime import datetime
 from pydantic import Field
 
 from app.api import bp
-from app.api._core import Out, Strict, doc, ok, parse_body, project
+from app.api._core import Out, Strict, doc, ok, parse_body, parse_query, project
+from app.api.paging import PageQuery, ok_page, window
 from app.auth.guards import guard
 from app.models import Membership, Role
 from app.services import members
@@ -36,9 +37,11 @@ def _out(membership: Membership) -> dict:
 
 @bp.get("/members")
 @guard(Role.admin)
-@doc("List the workspace's members", response=MemberOut, many=True)
+@doc("List the workspace's members, by email", query=PageQuery,
+     response=MemberOut, many=True, errors=(400,))
 def list_members():
-    return ok([_out(m) for m in members.list_members(current_tenant())])
+    page = members.members_page(current_tenant(), window(parse_query(PageQuery)))
+    return ok_page(page, _out)
 
 
 @bp.patch("/members/<int:member_id>")

@@ -111,11 +111,18 @@ def _success(info: Doc, schemas) -> dict[str, Any]:
     if info.response is not None:
         item = _schema(info.response, schemas)
         data = {"type": "array", "items": item} if info.many else item
-    return {
+    body = {
         "type": "object", "required": ["success", "data"],
         "properties": {"success": {"type": "boolean"} if info.partial else {"const": True},
                        "data": data},
     }
+    if info.many:  # every list is paged (api.paging)
+        body["required"] += ["next_cursor", "total"]
+        body["properties"] |= {
+            "next_cursor": {"type": ["string", "null"],
+                            "description": "Pass as `cursor` for the next page; null on the last"},
+            "total": {"type": ["integer", "null"], "description": "Rows in the whole list"}}
+    return body
 
 
 def _schema(model: type[BaseModel], schemas: dict[str, Any], mode: str = "serialization"):

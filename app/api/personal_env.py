@@ -13,9 +13,11 @@ from flask import g
 from pydantic import Field
 
 from app.api import bp
-from app.api._core import Out, Strict, doc, ok, parse_body
+from app.api._core import Out, Strict, doc, ok, parse_body, parse_query
+from app.api.paging import PageQuery, ok_page, window
 from app.auth.guards import REFUSED, guard
 from app.errors import BadRequest
+from app.services import paging
 from app.services import personal_env as service
 from app.tenancy import current_tenant
 
@@ -82,10 +84,16 @@ def _sandbox_body() -> tuple[str, str, str | None]:
 @guard(None, api_key=REFUSED)
 @doc("Your personal variables: every sandbox config, its skills' declared variables and "
      "your config-wide variables (values are never returned)", response=ConfigEnvGroup,
-     many=True)
+     query=PageQuery, many=True, errors=(400,))
 def list_my_env_vars():
+    query = parse_query(PageQuery)
     groups = service.list_groups(_who())
-    return ok([ConfigEnvGroup.model_validate(x).model_dump(mode="json") for x in groups])
+    page = paging.in_memory(groups, _by_config, window(query))
+    return ok_page(page, lambda x: ConfigEnvGroup.model_validate(x).model_dump(mode="json"))
+
+
+def _by_config(group: dict) -> tuple:
+    return (str(group["sandbox_config_name"]), str(group["sandbox_config_id"]))
 
 
 @bp.put("/me/env-vars/skill")

@@ -12,8 +12,9 @@ from flask import Response, g, stream_with_context
 from pydantic import Field
 
 from app.api import bp
-from app.api._core import Out, Strict, doc, ok, parse_query, project
+from app.api._core import Out, doc, ok, parse_query, project
 from app.api.install_streams import _slot
+from app.api.paging import PageQuery, ok_page, window
 from app.auth.guards import guard
 from app.models import ExecRun, Role, SandboxSession
 from app.services import run_stream, runs, sessions
@@ -44,11 +45,6 @@ class RunOut(Out):
     finished_at: datetime | None
 
 
-class RunPage(Strict):
-    limit: int = Field(default=20, ge=1, le=runs.PAGE_MAX)
-    offset: int = Field(default=0, ge=0, le=1_000_000)
-
-
 def own_session(session_id: str) -> SandboxSession:
     return sessions.get_session(current_tenant(), g.principal.user, session_id)
 
@@ -64,12 +60,12 @@ def run_out(run: ExecRun) -> dict:
 
 @bp.get("/sessions/<uuid:session_id>/runs")
 @guard(Role.viewer)
-@doc("The session's command runs, newest first", query=RunPage, response=RunOut, many=True,
+@doc("The session's command runs, newest first", query=PageQuery, response=RunOut, many=True,
      errors=(400, 404))
 def list_runs(session_id):
-    page = parse_query(RunPage)
-    rows = runs.list_runs(own_session(str(session_id)), page.limit, page.offset)
-    return ok([run_out(r) for r in rows])
+    query = parse_query(PageQuery)
+    session = own_session(str(session_id))
+    return ok_page(runs.runs_page(session, window(query)), run_out)
 
 
 @bp.get(ONE_RUN)

@@ -9,13 +9,14 @@ from flask import request
 from pydantic import Field
 
 from app.api import bp
-from app.api._core import Out, Strict, doc, ok, parse_body, project
+from app.api._core import Out, Strict, doc, ok, parse_body, parse_query, project
+from app.api.paging import PageQuery, ok_page, window
 from app.api.schemas import JobOut
 from app.auth.guards import FULL_ACCESS, guard
 from app.models import Role, SandboxConfig
 from app.security import config_secrets
 from app.services import sandbox_configs as service
-from app.services import sandbox_doc, sandbox_templates
+from app.services import sandbox_doc, sandbox_lists, sandbox_templates
 from app.tenancy import current_tenant, get_or_404, principal
 
 
@@ -102,12 +103,12 @@ def _force() -> bool:
 
 @bp.get("/sandbox-configs")
 @guard(Role.viewer, api_key=FULL_ACCESS)
-@doc("List sandbox configs (secrets masked) and the workspace script kill switch",
-     response=SandboxConfigOut, many=True)
+@doc("List sandbox configs (secrets masked), oldest first, and the workspace script kill "
+     "switch", query=PageQuery, response=SandboxConfigOut, many=True, errors=(400,))
 def list_sandbox_configs():
     tenant = current_tenant()
-    rows = service.list_configs(tenant)
-    return ok([config_out(r) for r in rows], workspace_scripts_disabled=tenant.scripts_disabled)
+    page = sandbox_lists.configs_page(tenant, window(parse_query(PageQuery)))
+    return ok_page(page, config_out, workspace_scripts_disabled=tenant.scripts_disabled)
 
 
 @bp.put("/sandbox-configs/workspace-policy")

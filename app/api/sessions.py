@@ -11,7 +11,8 @@ from flask import g
 from pydantic import Field
 
 from app.api import bp
-from app.api._core import Out, Strict, doc, ok, parse_body, project
+from app.api._core import Out, Strict, doc, ok, parse_body, parse_query, project
+from app.api.paging import PageQuery, ok_page, window
 from app.api.runs import run_out
 from app.api.workspace_sessions import EndedOut, ended_out
 from app.auth.guards import guard
@@ -79,10 +80,12 @@ def create_session():
 
 @bp.get("/sessions")
 @guard(Role.viewer)
-@doc("Your sessions in this workspace", response=SessionOut, many=True)
+@doc("Your sessions in this workspace, newest first", query=PageQuery, response=SessionOut,
+     many=True, errors=(400,))
 def list_sessions():
-    rows = sessions.list_sessions(current_tenant(), g.principal.user)
-    return ok([project(SessionOut, s) for s in rows])
+    page = sessions.sessions_page(current_tenant(), g.principal.user,
+                                  window(parse_query(PageQuery)))
+    return ok_page(page, lambda session: project(SessionOut, session))
 
 
 @bp.get("/sessions/<uuid:session_id>")

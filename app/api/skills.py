@@ -31,9 +31,11 @@ from app.api._core import (
     read_json,
     validate,
 )
+from app.api.paging import PageQuery, ok_page, window
 from app.auth.guards import FULL_ACCESS, REFUSED, guard
 from app.errors import BadRequest, UnsupportedMediaType, ValidationFailed
 from app.models import Role, SkillCatalogEntry
+from app.services import paging
 from app.services import skills as service
 from app.services.skill_bundles import BoundedSpool, BundleTooLarge
 from app.tenancy import current_tenant, get_or_404, principal
@@ -146,13 +148,20 @@ def _entry(catalog_id) -> SkillCatalogEntry:
 
 @bp.get("/skills/catalog")
 @guard(Role.viewer, api_key=REFUSED)
-@doc("The workspace's skill definitions with their installations", response=CatalogEntryOut,
-     many=True)
+@doc("The workspace's skill definitions with their installations, by name",
+     query=PageQuery, response=CatalogEntryOut, many=True, errors=(400,))
 def list_catalog():
-    return ok([project(CatalogEntryOut, view) for view in service.list_catalog(current_tenant())])
+    query = parse_query(PageQuery)
+    views = service.list_catalog(current_tenant())
+    return ok_page(paging.in_memory(views, _by_name, window(query)),
+                   lambda view: project(CatalogEntryOut, view))
 
 
-class AvailableQuery(Strict):
+def _by_name(item: dict) -> tuple:
+    return (str(item["name"]),)
+
+
+class AvailableQuery(PageQuery):
     sandbox_config_id: str | None = Field(
         default=None, max_length=64,
         description="Only that config's skills, each as {name, description}")
@@ -168,9 +177,11 @@ def list_available_skills():
     query = parse_query(AvailableQuery)
     if query.sandbox_config_id:
         skills = service.list_available_on(current_tenant(), query.sandbox_config_id)
-        return ok(skills, skills_available=bool(skills))
-    rows = [project(AvailableSkillOut, s) for s in service.list_available(current_tenant())]
-    return ok(rows, skills_available=bool(rows))
+        return ok_page(paging.in_memory(skills, _by_name, window(query)), dict,
+                       skills_available=bool(skills))
+    rows = service.list_available(current_tenant())
+    return ok_page(paging.in_memory(rows, _by_name, window(query)),
+                   lambda s: project(AvailableSkillOut, s), skills_available=bool(rows))
 
 
 @bp.post("/skills/catalog")
@@ -234,10 +245,13 @@ def _multipart_file(stream, new_spool) -> BoundedSpool:
 
 @bp.get("/skills/catalog/<uuid:catalog_id>/files")
 @guard(Role.admin, api_key=FULL_ACCESS)
-@doc("The files of a skill's stored bundle", response=SkillFileOut, many=True,
-     errors=(404,))
+@doc("The files of a skill's stored bundle, by path", query=PageQuery, response=SkillFileOut,
+     many=True, errors=(400, 404))
 def list_skill_files(catalog_id):
-    return ok([project(SkillFileOut, f) for f in service.list_files(_entry(catalog_id))])
+    query = parse_query(PageQuery)
+    files = service.list_files(_entry(catalog_id))
+    return ok_page(paging.in_memory(files, lambda f: (str(f.get("path", "")),), window(query)),
+                   lambda f: project(SkillFileOut, f))
 
 
 @bp.get("/skills/catalog/<uuid:catalog_id>/files/content")

@@ -10,7 +10,8 @@ from typing import Any
 from pydantic import Field
 
 from app.api import bp
-from app.api._core import Out, Strict, doc, ok, parse_query, project
+from app.api._core import Out, doc, ok, parse_query, project
+from app.api.paging import PageQuery, ok_page, window
 from app.auth.guards import FULL_ACCESS, guard
 from app.errors import NotFound
 from app.models import Role, SandboxConfig, SandboxSession
@@ -18,7 +19,7 @@ from app.services import session_end
 from app.tenancy import current_tenant, get_or_404, principal
 
 
-class WorkspaceSessionsQuery(Strict):
+class WorkspaceSessionsQuery(PageQuery):
     sandbox_config_id: str | None = Field(default=None, max_length=36,
                                           description="Only the sessions on this config")
 
@@ -73,13 +74,14 @@ def _config_filter(raw: str | None) -> str | None:
 
 @bp.get("/workspace/sessions")
 @guard(Role.admin, api_key=FULL_ACCESS)
-@doc("Every member's sessions in this workspace (admins), optionally on one config",
+@doc("Every member's sessions in this workspace (admins), newest first, optionally on one "
+     "config",
      query=WorkspaceSessionsQuery, response=WorkspaceSessionOut, many=True, errors=(400, 404))
 def list_workspace_sessions():
     query = parse_query(WorkspaceSessionsQuery)
-    rows = session_end.list_workspace_sessions(current_tenant(),
-                                               _config_filter(query.sandbox_config_id))
-    return ok([session_out(row) for row in rows])
+    config_id = _config_filter(query.sandbox_config_id)
+    page = session_end.workspace_sessions_page(current_tenant(), config_id, window(query))
+    return ok_page(page, session_out)
 
 
 @bp.delete("/workspace/sessions/<uuid:session_id>")

@@ -11,7 +11,7 @@ from app.extensions import db
 from app.models import ApiKey, Tenant
 from app.models.types import utcnow
 from app.security import apikeys
-from app.services import Actor, audit
+from app.services import Actor, audit, paging
 
 CAPABILITIES = ("manage_vector_stores",)
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -20,6 +20,12 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 def list_keys(tenant: Tenant) -> list[ApiKey]:
     query = select(ApiKey).where(ApiKey.tenant_id == tenant.id).order_by(ApiKey.id.desc())
     return list(db.session.scalars(query))
+
+
+def keys_page(tenant: Tenant, window: paging.Window) -> paging.Slice[ApiKey]:
+    """One page of the workspace's API keys, newest first."""
+    query = select(ApiKey).where(ApiKey.tenant_id == tenant.id)
+    return paging.keyset(query, (ApiKey.id,), window, desc=True)
 
 
 def create_key(

@@ -19,7 +19,7 @@ from app.models import InstalledSkill, InstallStatus, SandboxConfig, Tenant
 from app.models.types import utcnow
 from app.security.config_secrets import is_lost
 from app.security.redaction import MASK
-from app.services import Actor, audit, job_limits, jobs, skill_files
+from app.services import Actor, audit, job_limits, jobs, paging, skill_files
 from app.services import skills as catalog
 from app.services.installs import control
 from app.services.installs.events import EventLog
@@ -36,6 +36,15 @@ def list_installed(config: SandboxConfig) -> list[InstalledSkill]:
     return list(db.session.scalars(select(InstalledSkill).where(
         InstalledSkill.sandbox_config_id == config.id, InstalledSkill.deleted_at.is_(None))
         .order_by(InstalledSkill.name)))
+
+
+def installed_page(config: SandboxConfig,
+                   window: paging.Window) -> paging.Slice[InstalledSkill]:
+    """One page of the skills installed on `config`, by name."""
+    query = select(InstalledSkill).where(InstalledSkill.sandbox_config_id == config.id,
+                                         InstalledSkill.tenant_id == config.tenant_id,
+                                         InstalledSkill.deleted_at.is_(None))
+    return paging.keyset(query, (InstalledSkill.name, InstalledSkill.id), window)
 
 
 def runnable_names(config_id: str) -> list[str]:

@@ -19,7 +19,7 @@ from app.errors import Conflict, Forbidden, Gone, NotFound, Unauthorized, Valida
 from app.extensions import db
 from app.models import Invitation, InvitationStatus, Membership, Role, Tenant, User
 from app.models.types import utcnow
-from app.services import Actor, audit, members, users
+from app.services import Actor, audit, members, paging, users
 
 MAX_TOKEN_LENGTH = 128
 INVALID_LINK = "This invitation link is not valid. Check that you copied all of it."
@@ -65,6 +65,12 @@ def list_invitations(tenant: Tenant) -> list[Invitation]:
     query = (select(Invitation).where(Invitation.tenant_id == tenant.id)
              .order_by(Invitation.created_at.desc(), Invitation.id.desc()))
     return list(db.session.scalars(query))
+
+
+def invitations_page(tenant: Tenant, window: paging.Window) -> paging.Slice[Invitation]:
+    """One page of the workspace's invitations, newest first."""
+    query = select(Invitation).where(Invitation.tenant_id == tenant.id)
+    return paging.keyset(query, (Invitation.created_at, Invitation.id), window, desc=True)
 
 
 def revoke_invitation(tenant: Tenant, actor: Actor, actor_role: Role,

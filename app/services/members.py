@@ -13,7 +13,7 @@ from sqlalchemy.orm import contains_eager
 from app.errors import Conflict, Forbidden, NotFound
 from app.extensions import db
 from app.models import Membership, Role, Tenant, User
-from app.services import Actor, audit, member_exit
+from app.services import Actor, audit, member_exit, paging
 
 
 def pick_membership(user: User, tenant_id: int | None) -> Membership | None:
@@ -93,6 +93,13 @@ def may_remove(actor_role: Role, membership: Membership, owners: int) -> bool:
     if membership.role == Role.owner:
         return actor_role == Role.owner and owners > 1
     return True
+
+
+def members_page(tenant: Tenant, window: paging.Window) -> paging.Slice[Membership]:
+    """One page of the workspace's members, by email."""
+    query = select(Membership).join(User).where(Membership.tenant_id == tenant.id)
+    return paging.keyset(query, (User.email, Membership.id), window,
+                         key_of=lambda m: (m.user.email, m.id))
 
 
 def count_members(tenant: Tenant) -> int:

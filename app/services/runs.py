@@ -34,7 +34,7 @@ from app.errors import AppError, Conflict, NotFound, Unavailable
 from app.extensions import db
 from app.models import ExecRun, RunStatus, SandboxSession, Tenant, User
 from app.models.types import utcnow
-from app.services import sessions
+from app.services import paging, sessions
 from app.services.installs import notify
 from app.services.run_output import Capture, LiveHooks
 
@@ -254,6 +254,15 @@ def list_runs(session: SandboxSession, limit: int = 20, offset: int = 0) -> list
         .order_by(ExecRun.created_at.desc(), ExecRun.id).limit(min(limit, PAGE_MAX))
         .offset(offset))
     return [settle_lost(run) for run in rows]
+
+
+def runs_page(session: SandboxSession, window: paging.Window) -> paging.Slice[ExecRun]:
+    """One page of the session's runs, newest first."""
+    page = paging.keyset(select(ExecRun).where(
+        ExecRun.session_id == session.id, ExecRun.tenant_id == session.tenant_id),
+        (ExecRun.created_at, ExecRun.id), window, desc=True)
+    page.rows = [settle_lost(run) for run in page.rows]
+    return page
 
 
 def settle_lost(run: ExecRun) -> ExecRun:

@@ -27,7 +27,13 @@ from app.models import InstalledSkill, InstallStatus, Role, SandboxConfig, Tenan
 from app.models.sandbox_config import CORDON_LEASE
 from app.models.types import utcnow
 from app.security import config_secrets
-from app.services import Actor, audit, endpoints, personal_env, sandbox_doc
+from app.services import (
+    Actor,
+    audit,
+    endpoints,
+    personal_env,
+    sandbox_doc,
+)
 from app.services.installs import image as skill_image
 
 log = logging.getLogger("sandlot.sandbox_configs")

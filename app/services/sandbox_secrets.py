@@ -8,7 +8,7 @@ import copy
 from typing import Any
 
 from app.errors import ValidationFailed
-from app.security.config_secrets import LostSecret
+from app.security.config_secrets import LostMapping, LostSecret
 from app.security.redaction import MASK, keep_or_replace
 from app.services import endpoints
 from app.services.network_policy import Problems
@@ -33,20 +33,39 @@ def mask(value: Any) -> str:
 
 def masked(doc: dict[str, Any]) -> dict[str, Any]:
     """A copy with every set secret replaced by `***` (reference 1.3); a secret that no
-    longer decrypts is "" (security.config_secrets.lost lists it)."""
-    out = copy.deepcopy(doc)
+    longer decrypts is "" (security.config_secrets.lost lists it).
+
+    Only the containers on the way to a secret are copied (issue 15 item 7: a deep copy
+    of every document made long lists slow); other values are shared with `doc`, so
+    callers treat the result as read-only or copy what they change."""
+    if isinstance(doc, LostMapping):
+        return copy.deepcopy(doc)  # keeps its class: nothing of it can be read anyway
+    out = dict(doc)
     for kind in ("cube", "e2b"):
         if out.get(kind):
-            out[kind]["api_key"] = mask(out[kind].get("api_key"))
+            out[kind] = {**out[kind], "api_key": mask(out[kind].get("api_key"))}
     if out.get("docker"):
         out["docker"] = upgraded_docker(out["docker"])
     out["env_vars"] = {k: mask(v) for k, v in (out.get("env_vars") or {}).items()}
-    network = out.get("network") or {}
-    for rule in network.get("cube_rules") or []:
-        for item in rule.get("inject") or []:
-            item["secret"] = mask(item.get("secret"))
-    for rule in network.get("e2b_host_rules") or []:
-        rule["headers"] = {k: mask(v) for k, v in (rule.get("headers") or {}).items()}
+    if isinstance(out.get("network"), dict):
+        out["network"] = _masked_network(out["network"])
+    return out
+
+
+def _masked_network(network: dict[str, Any]) -> dict[str, Any]:
+    out = dict(network)
+    if isinstance(out.get("cube_rules"), list):
+        out["cube_rules"] = [
+            {**rule, "inject": [{**item, "secret": mask(item.get("secret"))}
+                                if isinstance(item, dict) else item
+                                for item in rule.get("inject") or []]}
+            if isinstance(rule, dict) and "inject" in rule else rule
+            for rule in out["cube_rules"]]
+    if isinstance(out.get("e2b_host_rules"), list):
+        out["e2b_host_rules"] = [
+            {**rule, "headers": {k: mask(v) for k, v in (rule.get("headers") or {}).items()}}
+            if isinstance(rule, dict) else rule
+            for rule in out["e2b_host_rules"]]
     return out
 
 

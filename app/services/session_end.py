@@ -22,7 +22,7 @@ from app.errors import NotFound, Unavailable
 from app.extensions import db
 from app.models import SandboxConfig, SandboxRemoval, SandboxSession, Tenant, User
 from app.models.types import utcnow
-from app.services import Actor, audit, job_limits, jobs, sandbox_check_parts
+from app.services import Actor, audit, job_limits, jobs, paging, sandbox_check_parts
 from app.services.sandbox_configs import backend_for, sandbox_filter
 
 log = logging.getLogger("sandlot.session_end")
@@ -60,16 +60,31 @@ def status_of(session: SandboxSession) -> str:
 
 # -- reads ------------------------------------------------------------------------------
 
-def list_workspace_sessions(tenant: Tenant, config_id: str | None = None) -> list[SessionRow]:
-    """Every member's sessions in `tenant` (newest first), optionally on one config."""
+def _workspace_query(tenant: Tenant, config_id: str | None):
     query = (select(SandboxSession, SandboxConfig.name, User.id, User.email)
              .join(SandboxConfig, SandboxConfig.id == SandboxSession.sandbox_config_id)
              .join(User, User.id == SandboxSession.user_id)
-             .where(SandboxSession.tenant_id == tenant.id)
-             .order_by(SandboxSession.created_at.desc(), SandboxSession.id))
+             .where(SandboxSession.tenant_id == tenant.id))
     if config_id is not None:
         query = query.where(SandboxSession.sandbox_config_id == config_id)
+    return query
+
+
+def list_workspace_sessions(tenant: Tenant, config_id: str | None = None) -> list[SessionRow]:
+    """Every member's sessions in `tenant` (newest first), optionally on one config."""
+    query = _workspace_query(tenant, config_id).order_by(SandboxSession.created_at.desc(),
+                                                         SandboxSession.id)
     return [SessionRow(*row) for row in db.session.execute(query).all()]
+
+
+def workspace_sessions_page(tenant: Tenant, config_id: str | None,
+                            window: paging.Window) -> paging.Slice[SessionRow]:
+    """One page of every member's sessions, newest first."""
+    page = paging.keyset(_workspace_query(tenant, config_id),
+                         (SandboxSession.created_at, SandboxSession.id), window, desc=True,
+                         scalars=False, key_of=lambda row: (row[0].created_at, row[0].id))
+    page.rows = [SessionRow(*row) for row in page.rows]
+    return page
 
 
 def get_workspace_session(tenant: Tenant, session_id: str) -> SandboxSession:

@@ -38,6 +38,7 @@ from app.services import (
     audit,
     env_resolver,
     exec_capture,
+    paging,
     sandbox_check_parts,
     sandbox_doc,
     skill_exec,
@@ -90,6 +91,15 @@ def list_sessions(tenant: Tenant, user: User) -> list[SandboxSession]:
              .where(SandboxSession.tenant_id == tenant.id, SandboxSession.user_id == user.id)
              .order_by(SandboxSession.created_at.desc()))
     return list(db.session.scalars(query))
+
+
+def sessions_page(tenant: Tenant, user: User,
+                  window: paging.Window) -> paging.Slice[SandboxSession]:
+    """One page of the caller's own sessions, newest first."""
+    query = select(SandboxSession).where(SandboxSession.tenant_id == tenant.id,
+                                         SandboxSession.user_id == user.id)
+    return paging.keyset(query, (SandboxSession.created_at, SandboxSession.id), window,
+                         desc=True)
 
 
 def get_session(tenant: Tenant, user: User, session_id: str) -> SandboxSession:

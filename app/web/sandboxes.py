@@ -7,25 +7,27 @@ built from `sandbox_doc.masked(row.config)` with every secret input left empty.
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
-from collections import Counter
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from flask import flash, redirect, render_template, request, url_for
+from flask import current_app, flash, redirect, render_template, request, url_for
 
 from app.auth.guards import guard
 from app.backends.base import BackendError
 from app.errors import AppError, BadRequest, NotFound, ValidationFailed
 from app.extensions import db, htmx
 from app.models import Role, SandboxConfig
-from app.security import config_secrets
+from app.security import config_secrets, cursors
 from app.services import (
     endpoints,
     network_policy,
+    paging,
     sandbox_check_parts,
     sandbox_doc,
+    sandbox_lists,
     sandbox_templates,
 )
 from app.services import sandbox_configs as service
@@ -43,6 +45,7 @@ from app.web.sandboxes_form import (
 )
 
 KIND_LABELS = {"docker": "Docker", "e2b": "E2B", "cube": "Cube"}
+PAGE_SIZE, FILTER_MAX = 50, 100  # cards per page (issue 15 item 7); filter text length
 # Reading the catalog is how an admin picks the template, so an empty template field
 # must not fail the document's required-field check for that one call.
 UNPICKED = "unpicked-template"
@@ -92,7 +95,7 @@ def network_summary(doc: dict[str, Any]) -> str:
 def card(row: SandboxConfig) -> dict[str, Any]:
     """What a card shows: never a secret (only the fields named here are read)."""
     doc, kind = row.config, row.sandbox_type
-    block = doc.get(kind) or {}
+    block, lost = doc.get(kind) or {}, config_secrets.lost(doc)
     ttl = block.get(TTL_FIELD[kind]) or sandbox_doc.DEFAULT_TTL[kind]
     if kind == "docker":
         target = block.get("image", "")
@@ -105,8 +108,7 @@ def card(row: SandboxConfig) -> dict[str, Any]:
     return {"id": row.id, "name": row.name, "description": row.description, "kind": kind,
             "kind_label": KIND_LABELS[kind], "target": target, "facts": facts,
             "desktop": bool(doc.get("desktop_enabled")),
-            "lost": len(config_secrets.lost(doc)),
-            "lost_all": config_secrets.lost(doc) == [config_secrets.WHOLE]}
+            "lost": len(lost), "lost_all": lost == [config_secrets.WHOLE]}
 
 
 def _tab() -> str:
@@ -117,14 +119,46 @@ def _tab() -> str:
     return tab if tab in BACKENDS else ""
 
 
+def _filter() -> str:
+    """The filter box's text: from the query string, or (after an htmx mutation) the page's."""
+    text = request.args.get("q", "")
+    if htmx and request.method == "POST" and htmx.current_url:
+        text = parse_qs(urlsplit(htmx.current_url).query).get("q", [""])[0]
+    return " ".join(text.split())[:FILTER_MAX]
+
+
 def _list_context() -> dict[str, Any]:
-    tenant, tab = current_tenant(), _tab()
-    rows = service.list_configs(tenant)
-    counts = Counter(r.sandbox_type for r in rows)
-    tabs = [("", "All", len(rows))] + [(k, KIND_LABELS[k], counts[k]) for k in BACKENDS]
-    return {"tenant": tenant, "tab": tab, "tabs": tabs, "total": len(rows),
-            "kind_labels": KIND_LABELS,
-            "cards": [card(r) for r in rows if not tab or r.sandbox_type == tab]}
+    """One page of cards (PAGE_SIZE, by name) of the chosen backend matching the filter;
+    the next page is a signed cursor bound to this workspace, tab and filter."""
+    tenant, tab, text = current_tenant(), _tab(), _filter()
+    counts = sandbox_lists.count_by_backend(tenant, text)
+    tabs = [("", "All", sum(counts.values()))] + [(k, KIND_LABELS[k], counts.get(k, 0))
+                                                  for k in BACKENDS]
+    scope = json.dumps(["web.sandboxes", tenant.id, tab, text])
+    after = _after(scope) if request.method == "GET" else None
+    page = sandbox_lists.configs_page(tenant, paging.Window(PAGE_SIZE, after), by_name=True,
+                                      name_contains=text, sandbox_type=tab or None,
+                                      count=False)  # the tab's count is the total
+    page.total = counts.get(tab, 0) if tab else sum(counts.values())
+    here = {"backend": tab or None, "q": text or None}
+    next_url = url_for("web.sandboxes", **here, after=cursors.seal(
+        current_app.secret_key, scope, page.last_key)) if page.more and page.last_key else None
+    return {"tenant": tenant, "tab": tab, "tabs": tabs, "total": sum(counts.values()),
+            "kind_labels": KIND_LABELS, "q": text, "page_size": PAGE_SIZE,
+            "matching": page.total, "next_url": next_url,
+            "first_url": url_for("web.sandboxes", **here) if after else None,
+            "cards": [card(r) for r in page.rows]}
+
+
+def _after(scope: str) -> tuple | None:
+    """The page's cursor; one from another tab, filter or workspace starts over."""
+    raw = request.args.get("after")
+    if not raw:
+        return None
+    try:
+        return cursors.open_(current_app.secret_key, scope, raw)
+    except cursors.BadCursor:
+        return None
 
 
 def _page(drawer: str, status: int = 200, headers: dict | None = None, **context):

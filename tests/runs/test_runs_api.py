@@ -29,8 +29,10 @@ def test_a_long_command_answers_202_and_its_output_lands_in_the_history(world, s
     history = world.member.get(world.url("/runs")).json["data"]
     assert history[1]["id"] == run["id"] and history[0]["command"] == "echo quick"
     assert history[0]["status"] == "succeeded"
-    page = world.member.get(world.url("/runs?limit=1&offset=1")).json["data"]
-    assert [r["id"] for r in page] == [run["id"]]
+    first = world.member.get(world.url("/runs?limit=1")).json
+    assert first["total"] == 2 and first["next_cursor"]
+    page = world.member.get(world.url(f"/runs?limit=1&cursor={first['next_cursor']}")).json
+    assert [r["id"] for r in page["data"]] == [run["id"]] and page["next_cursor"] is None
     assert world.member.get(world.url("/runs?limit=0")).status_code == 400
 
 

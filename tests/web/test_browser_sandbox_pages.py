@@ -1,0 +1,52 @@
+"""The Sandboxes page with 120 configs in headless Chromium: 50 cards, the next page, and
+the filter box (htmx keeps focus while typing), on desktop and phone, with screenshots."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests import factories
+from tests.api.test_paging import add_configs
+from tests.web.test_browser import shot, sign_in
+
+pytestmark = [pytest.mark.browser]
+
+SIZES = {"": {"width": 1440, "height": 900}, "-mobile": {"width": 390, "height": 844}}
+
+
+@pytest.mark.parametrize("suffix", SIZES)
+def test_pages_and_filter_box(tab, suffix):
+    group = factories.populate("Acme Research")
+    add_configs(group.tenant, 120)
+    tab.set_viewport_size(SIZES[suffix])
+    sign_in(tab, group.admin.email)
+    tab.goto("/sandboxes")
+    cards = tab.locator(".sandbox-card")
+    assert cards.count() == 50
+    tab.get_by_text("50 shown of 120").wait_for()
+    assert tab.evaluate("document.documentElement.scrollWidth") <= SIZES[suffix]["width"]
+
+    tab.get_by_role("link", name="Next 50").click()
+    tab.wait_for_url(re.compile(r"after="))
+    tab.locator(".sandbox-card", has_text="cfg-0050").wait_for()
+    assert cards.count() == 50 and "cfg-0000" not in tab.locator("#sandbox-list").inner_text()
+    tab.get_by_role("link", name="First page").click()
+    tab.locator(".sandbox-card", has_text="cfg-0000").wait_for()
+
+    box = tab.get_by_label("Filter sandbox configs by name or description")
+    box.click()
+    box.press_sequentially("cfg-011", delay=40)
+    tab.wait_for_url(re.compile(r"q=cfg-011"))
+    tab.get_by_text("cfg-0119").wait_for()
+    assert cards.count() == 10
+    assert tab.evaluate("document.activeElement.id") == "sandbox-filter"  # typing goes on
+    assert box.input_value() == "cfg-011"
+    box.fill("")
+    tab.get_by_role("link", name="Next 50").wait_for()
+    tab.mouse.move(0, 0)
+    shot(tab, f"sandboxes-paged{suffix}.png")
+    tab.locator(".list-pager").scroll_into_view_if_needed()
+    shot(tab, f"sandboxes-pager{suffix}.png")
+    assert tab.evaluate("document.documentElement.scrollWidth") <= SIZES[suffix]["width"]
