@@ -67,9 +67,12 @@ def served_app():
     """gunicorn's target (`bench_exec:served_app()`)."""
     from app import create_app
 
+    # bench_runs raises the run pool's caps to hold 200 commands at once
+    caps = {name: int(os.environ[f"BENCH_{name}"]) for name in ("RUNS_MAX", "RUNS_PER_TENANT_MAX")
+            if os.environ.get(f"BENCH_{name}")}
     return create_app({"ENV": "production", "SECRET_KEY": SECRET_KEY,
                        "SECRETS_KEYS": [SECRETS_KEY],
-                       "SQLALCHEMY_DATABASE_URI": os.environ["BENCH_DATABASE_URL"]})
+                       "SQLALCHEMY_DATABASE_URI": os.environ["BENCH_DATABASE_URL"], **caps})
 
 
 def seed(database_url: str) -> str:
@@ -97,12 +100,13 @@ def seed(database_url: str) -> str:
         return token
 
 
-def serve(database_url: str) -> tuple[subprocess.Popen, str]:
+def serve(database_url: str, *options: str) -> tuple[subprocess.Popen, str]:
+    """The app under gunicorn with gunicorn.conf.py (`options` override it)."""
     port = free_port()
     command = [str(Path(sys.executable).with_name("gunicorn")), "--config",
                str(ROOT / "gunicorn.conf.py"), "--bind", f"127.0.0.1:{port}",
                "--pythonpath", f"{ROOT},{ROOT / 'bench'}", "--log-level", "warning",
-               "bench_exec:served_app()"]
+               *options, "bench_exec:served_app()"]
     server = subprocess.Popen(command, cwd=ROOT,
                               env={**os.environ, "BENCH_DATABASE_URL": database_url})
     base = f"http://127.0.0.1:{port}"
