@@ -186,7 +186,13 @@ def new_session(http: requests.Session, base: str, config_id: str) -> tuple[str,
                            json={"sandbox_config_id": config_id}).json()["data"]["id"]
     first = http.post(f"{base}/api/v1/sessions/{session_id}/exec",
                       json={"command": COMMAND}).json()["data"]
+    while first.get("status") == "running":  # a 202: the first create outlived the wait
+        time.sleep(0.2)
+        first = http.get(f"{base}/api/v1/sessions/{session_id}/runs/{first['id']}"
+                         ).json()["data"]
     assert first["stdout"] == "1\n", first
+    if "sandbox_id" not in first:  # a run's record: the session knows its sandbox
+        first = http.get(f"{base}/api/v1/sessions/{session_id}").json()["data"]
     return session_id, first["sandbox_id"]
 
 
@@ -296,19 +302,21 @@ def report(results: dict[str, list[float]]) -> str:
 
 
 READING = """Reading: a warm exec is one authenticated request, the session's and config's
-rows, one `docker inspect` (the session's check that its sandbox runs, which the exec
-reuses), exec create, exec start and the command; the exit code comes back on the exec's
-own stream, so no exec inspect follows. The raw baseline is the same argv through the
-SDK (create, start, then the exec inspect `exec_run` does for the exit code). Before issue
-11 a warm exec built a Docker client per request (a `GET /version`) and inspected the
-container twice. A policed cold start is `POST /sessions` plus the first exec: the
-sandbox's own network, its nft rules, the DNS resolver told directly (SIGUSR1) and probed
-until it answers, its loop-mounted disk (made while the network is), then create, start
-and the command; the raw side creates a bridge network and a container on it, starts it
-and runs the command. Throughput: 8 clients, each on its own session, for 20 commands
-each, against 8 raw SDK clients on the same 8 containers, 3 alternating rounds. A fresh
-container pays create, start and removal on every command, which is what a session's
-persistent sandbox avoids.""".replace("\n", " ")
+rows, the command handed to the run pool's thread, one `docker inspect` (the session's
+check that its sandbox runs, which the exec reuses), exec create, exec start and the
+command; the exit code comes back on the exec's own stream, so no exec inspect follows;
+then one commit stores the finished run and counts the exec on the session (a run is
+written before it ends only when it outlives the request's wait). The raw baseline is the
+same argv through the SDK (create, start, then the exec inspect `exec_run` does for the
+exit code). Before issue 11 a warm exec built a Docker client per request (a `GET
+/version`) and inspected the container twice. A policed cold start is `POST /sessions`
+plus the first exec: the sandbox's own network, its nft rules, the DNS resolver told
+directly (SIGUSR1) and probed until it answers, its loop-mounted disk (made while the
+network is), then create, start and the command; the raw side creates a bridge network and
+a container on it, starts it and runs the command. Throughput: 8 clients, each on its own
+session, for 20 commands each, against 8 raw SDK clients on the same 8 containers, 3
+alternating rounds. A fresh container pays create, start and removal on every command,
+which is what a session's persistent sandbox avoids.""".replace("\n", " ")
 
 
 def write_docs(table: str) -> None:
@@ -319,7 +327,8 @@ def write_docs(table: str) -> None:
                 "read the ratios, whose two sides ran interleaved in the same minutes")
     body = (f"{SECTION}\n\nMeasured {datetime.now(UTC):%Y-%m-%d} on {os.cpu_count()} cores, "
             f"Python {platform.python_version()}; command `{COMMAND}` in `{IMAGE}`; gunicorn "
-            f"with gunicorn.conf.py (1 gthread worker, 256 threads) on SQLite; medians of "
+            f"with gunicorn.conf.py (1 worker of `app.serving.HeaderBufferingWorker`, gthread "
+            f"with 256 threads) on SQLite (WAL); medians of "
             f"interleaved runs; {load}.\n\n{table}\n\n{READING}\n")
     write_section(DOCS, SECTION, body)
 
