@@ -339,7 +339,8 @@ def write_section(docs: Path, section: str, body: str) -> None:
     if section in text:
         start = text.index(section)
         end = text.find("\n## ", start + len(section))
-        text = text[:start] + body + (text[end + 1:] if end != -1 else "")
+        rest = "\n" + text[end + 1:] if end != -1 else ""  # a blank line before the next
+        text = text[:start] + body.rstrip("\n") + "\n" + rest
     else:
         text = text.rstrip("\n") + "\n\n" + body
     docs.write_text(text)

@@ -144,7 +144,8 @@ def main() -> None:
                 "is answered 202 with its run id and goes on in the process's run pool, so "
                 "the web threads stay free for pages; before exec runs, gunicorn 1x8 held "
                 "one thread per command, and `/login` waited behind 8 of them (2.9 s median "
-                "in the issue's measurement).\n")
+                "in the issue's measurement). Single-request p95s over 40 requests are noisy "
+                "on a shared machine; the medians and the 202s are the steadier reading.\n")
         write_section(DOCS, SECTION, body)
 
 
