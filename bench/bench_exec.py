@@ -67,9 +67,12 @@ def served_app():
     """gunicorn's target (`bench_exec:served_app()`)."""
     from app import create_app
 
+    # bench_runs raises the run pool's caps to hold 200 commands at once
+    caps = {name: int(os.environ[f"BENCH_{name}"]) for name in ("RUNS_MAX", "RUNS_PER_TENANT_MAX")
+            if os.environ.get(f"BENCH_{name}")}
     return create_app({"ENV": "production", "SECRET_KEY": SECRET_KEY,
                        "SECRETS_KEYS": [SECRETS_KEY],
-                       "SQLALCHEMY_DATABASE_URI": os.environ["BENCH_DATABASE_URL"]})
+                       "SQLALCHEMY_DATABASE_URI": os.environ["BENCH_DATABASE_URL"], **caps})
 
 
 def seed(database_url: str) -> str:
@@ -97,12 +100,13 @@ def seed(database_url: str) -> str:
         return token
 
 
-def serve(database_url: str) -> tuple[subprocess.Popen, str]:
+def serve(database_url: str, *options: str) -> tuple[subprocess.Popen, str]:
+    """The app under gunicorn with gunicorn.conf.py (`options` override it)."""
     port = free_port()
     command = [str(Path(sys.executable).with_name("gunicorn")), "--config",
                str(ROOT / "gunicorn.conf.py"), "--bind", f"127.0.0.1:{port}",
                "--pythonpath", f"{ROOT},{ROOT / 'bench'}", "--log-level", "warning",
-               "bench_exec:served_app()"]
+               *options, "bench_exec:served_app()"]
     server = subprocess.Popen(command, cwd=ROOT,
                               env={**os.environ, "BENCH_DATABASE_URL": database_url})
     base = f"http://127.0.0.1:{port}"
@@ -182,7 +186,13 @@ def new_session(http: requests.Session, base: str, config_id: str) -> tuple[str,
                            json={"sandbox_config_id": config_id}).json()["data"]["id"]
     first = http.post(f"{base}/api/v1/sessions/{session_id}/exec",
                       json={"command": COMMAND}).json()["data"]
+    while first.get("status") == "running":  # a 202: the first create outlived the wait
+        time.sleep(0.2)
+        first = http.get(f"{base}/api/v1/sessions/{session_id}/runs/{first['id']}"
+                         ).json()["data"]
     assert first["stdout"] == "1\n", first
+    if "sandbox_id" not in first:  # a run's record: the session knows its sandbox
+        first = http.get(f"{base}/api/v1/sessions/{session_id}").json()["data"]
     return session_id, first["sandbox_id"]
 
 
@@ -292,19 +302,21 @@ def report(results: dict[str, list[float]]) -> str:
 
 
 READING = """Reading: a warm exec is one authenticated request, the session's and config's
-rows, one `docker inspect` (the session's check that its sandbox runs, which the exec
-reuses), exec create, exec start and the command; the exit code comes back on the exec's
-own stream, so no exec inspect follows. The raw baseline is the same argv through the
-SDK (create, start, then the exec inspect `exec_run` does for the exit code). Before issue
-11 a warm exec built a Docker client per request (a `GET /version`) and inspected the
-container twice. A policed cold start is `POST /sessions` plus the first exec: the
-sandbox's own network, its nft rules, the DNS resolver told directly (SIGUSR1) and probed
-until it answers, its loop-mounted disk (made while the network is), then create, start
-and the command; the raw side creates a bridge network and a container on it, starts it
-and runs the command. Throughput: 8 clients, each on its own session, for 20 commands
-each, against 8 raw SDK clients on the same 8 containers, 3 alternating rounds. A fresh
-container pays create, start and removal on every command, which is what a session's
-persistent sandbox avoids.""".replace("\n", " ")
+rows, the command handed to the run pool's thread, one `docker inspect` (the session's
+check that its sandbox runs, which the exec reuses), exec create, exec start and the
+command; the exit code comes back on the exec's own stream, so no exec inspect follows;
+then one commit stores the finished run and counts the exec on the session (a run is
+written before it ends only when it outlives the request's wait). The raw baseline is the
+same argv through the SDK (create, start, then the exec inspect `exec_run` does for the
+exit code). Before issue 11 a warm exec built a Docker client per request (a `GET
+/version`) and inspected the container twice. A policed cold start is `POST /sessions`
+plus the first exec: the sandbox's own network, its nft rules, the DNS resolver told
+directly (SIGUSR1) and probed until it answers, its loop-mounted disk (made while the
+network is), then create, start and the command; the raw side creates a bridge network and
+a container on it, starts it and runs the command. Throughput: 8 clients, each on its own
+session, for 20 commands each, against 8 raw SDK clients on the same 8 containers, 3
+alternating rounds. A fresh container pays create, start and removal on every command,
+which is what a session's persistent sandbox avoids.""".replace("\n", " ")
 
 
 def write_docs(table: str) -> None:
@@ -315,7 +327,8 @@ def write_docs(table: str) -> None:
                 "read the ratios, whose two sides ran interleaved in the same minutes")
     body = (f"{SECTION}\n\nMeasured {datetime.now(UTC):%Y-%m-%d} on {os.cpu_count()} cores, "
             f"Python {platform.python_version()}; command `{COMMAND}` in `{IMAGE}`; gunicorn "
-            f"with gunicorn.conf.py (1 gthread worker, 256 threads) on SQLite; medians of "
+            f"with gunicorn.conf.py (1 worker of `app.serving.HeaderBufferingWorker`, gthread "
+            f"with 256 threads) on SQLite (WAL); medians of "
             f"interleaved runs; {load}.\n\n{table}\n\n{READING}\n")
     write_section(DOCS, SECTION, body)
 
@@ -326,7 +339,8 @@ def write_section(docs: Path, section: str, body: str) -> None:
     if section in text:
         start = text.index(section)
         end = text.find("\n## ", start + len(section))
-        text = text[:start] + body + (text[end + 1:] if end != -1 else "")
+        rest = "\n" + text[end + 1:] if end != -1 else ""  # a blank line before the next
+        text = text[:start] + body.rstrip("\n") + "\n" + rest
     else:
         text = text.rstrip("\n") + "\n\n" + body
     docs.write_text(text)

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from flask import Flask, current_app
-from sqlalchemy import select, update
+from sqlalchemy import insert, select, update
+from sqlalchemy.exc import IntegrityError
 
 from app.backends.base import BackendError
 from app.errors import AppError, Conflict, NotFound, Unavailable
@@ -134,54 +135,71 @@ def start(tenant: Tenant, user: User, session: SandboxSession, command: str,
         raise Unavailable("Too many commands are running on this server; retry shortly.")
     try:
         doc = sessions.config_doc(session)
-        run = ExecRun(id=str(uuid.uuid4()), tenant_id=tenant.id, session_id=session.id,
-                      user_id=user.id, command=command, skill=skill,
-                      timeout_sec=sessions.exec_timeout(doc, timeout_sec))
-        db.session.add(run)
+        writer = _RunWriter({
+            "id": str(uuid.uuid4()), "tenant_id": tenant.id, "session_id": session.id,
+            "user_id": user.id, "command": command, "skill": skill,
+            "timeout_sec": sessions.exec_timeout(doc, timeout_sec), "created_at": utcnow()})
+        # No transaction stays open while the run's thread writes (SQLite's writer
+        # would wait on this reader).
         db.session.commit()
         assert _pool(app).executor is not None
-        future = _pool(app).executor.submit(_execute, app, run.id)
+        future = _pool(app).executor.submit(_execute, app, writer)
     except BaseException:
         _pool(app).release(tenant_id)
         raise
-    _pool(app).track(run.id, future, tenant_id)
+    _pool(app).track(writer.run_id, future, tenant_id)
     wait = float(config.get("RUN_SYNC_WAIT_SECONDS", 5.0))
     try:
         outcome = future.result(timeout=wait)
     except TimeoutError:
         outcome = None
-    db.session.refresh(run)
+        writer.persist()  # it outlives the request: its row exists before the 202
+    run = db.session.get(ExecRun, writer.run_id, populate_existing=True)
+    if run is None:  # its session was ended meanwhile, and its runs with it
+        raise NotFound("No such session.")
     return Started(run, outcome)
 
 
-def _execute(app: Flask, run_id: str) -> sessions.ExecOutcome:
+def _execute(app: Flask, writer: _RunWriter) -> sessions.ExecOutcome:
     """The pool thread: run the command, keep its row current, leave a verdict."""
     with app.app_context():
         try:
-            return _RunWriter(run_id).execute()
+            return writer.execute()
         finally:
             db.session.remove()
 
 
 class _RunWriter:
-    def __init__(self, run_id: str):
-        self.run_id = run_id
+    """A run's state, shared by its thread and the request that started it.
+
+    The row is written once when the command ends within the request's wait (the usual
+    case: one INSERT with the verdict, in the same transaction as the session's
+    last_used_at/exec_count). Only a run that outlives the wait gets its `running` row
+    first (`persist`, from the request, before the 202 that names it), and from then on
+    its output and verdict are UPDATEs. `lock` orders the two threads around that switch.
+    """
+
+    def __init__(self, values: dict):
+        self.values = values
+        self.run_id: str = values["id"]
         self.out, self.err = Capture(), Capture()
         self.flushed = 0.0
         self.lock = threading.Lock()
+        self.persisted = False
         self.hooks = LiveHooks(on_output=self.output, on_started=self.started)
 
     def execute(self) -> sessions.ExecOutcome:
-        run = db.session.get(ExecRun, self.run_id)
-        assert run is not None
-        session = db.session.get(SandboxSession, run.session_id)
-        tenant, user = db.session.get(Tenant, run.tenant_id), db.session.get(User, run.user_id)
+        values = self.values
+        session = db.session.get(SandboxSession, values["session_id"])
+        tenant = db.session.get(Tenant, values["tenant_id"])
+        user = db.session.get(User, values["user_id"])
         started = time.monotonic()
         try:
             if session is None or tenant is None or user is None:
                 raise NotFound("No such session.")
-            outcome = sessions.exec_command(tenant, user, session, run.command,
-                                            run.timeout_sec, skill=run.skill, live=self.hooks)
+            outcome = sessions.exec_command(tenant, user, session, values["command"],
+                                            values["timeout_sec"], skill=values["skill"],
+                                            live=self.hooks)
         except Exception as exc:
             db.session.rollback()
             message = exc.message if isinstance(exc, AppError) else "The command could not run."
@@ -194,47 +212,81 @@ class _RunWriter:
         self.err.replace(outcome.stderr.encode(), max(self.err.total, len(outcome.stderr)))
         status = (RunStatus.timed_out if outcome.timed_out
                   else RunStatus.succeeded if outcome.exit_code == 0 else RunStatus.failed)
-        self._finish(status, outcome.exit_code, outcome.duration_ms, sandbox=outcome.sandbox_id)
+        self._finish(status, outcome.exit_code, outcome.duration_ms, sandbox=outcome.sandbox_id,
+                     touched=True)
         return outcome
+
+    def persist(self) -> None:
+        """Store the run as `running` unless its thread already stored its verdict."""
+        with self.lock:
+            if not self.persisted:
+                self._insert(self.values, touched=False)
 
     # hooks, called from inside the exec
     def started(self, ref: str) -> None:
-        with db.engine.begin() as conn:
-            conn.execute(update(ExecRun).where(ExecRun.id == self.run_id)
-                         .values(exec_ref=ref[:200]))
-            cancelled = conn.scalar(select(ExecRun.cancel_requested)
-                                    .where(ExecRun.id == self.run_id))
+        with self.lock:
+            self.values["exec_ref"] = ref[:200]
+            if not self.persisted:  # nobody knows its id yet, so nobody can cancel it
+                return
+            with db.engine.begin() as conn:
+                conn.execute(update(ExecRun).where(ExecRun.id == self.run_id)
+                             .values(exec_ref=ref[:200]))
+                cancelled = conn.scalar(select(ExecRun.cancel_requested)
+                                        .where(ExecRun.id == self.run_id))
         if cancelled:
             raise _CancelledBeforeStart("the command was stopped before it started")
 
     def output(self, stream: int, chunk: bytes) -> None:
         with self.lock:
             (self.out if stream == 1 else self.err).add(chunk)
-            if time.monotonic() - self.flushed < FLUSH_SEC:
+            if not self.persisted or time.monotonic() - self.flushed < FLUSH_SEC:
                 return
             self.flushed = time.monotonic()
-        self._write({})
+            self._write({})
+
+    def _output(self) -> dict:
+        secrets = self.hooks.secrets
+        return {"stdout": self.out.text(secrets), "stderr": self.err.text(secrets),
+                "stdout_bytes": self.out.total, "stderr_bytes": self.err.total,
+                "truncated": self.out.omitted > 0 or self.err.omitted > 0,
+                "updated_at": utcnow()}
+
+    def _insert(self, values: dict, touched: bool) -> None:
+        """Caller holds `lock`. The row's first write; the session's count with it."""
+        try:
+            with db.engine.begin() as conn:
+                conn.execute(insert(ExecRun).values(**values, **self._output()))
+                if touched:
+                    sessions.touch(conn, values["session_id"])
+        except IntegrityError:  # the session was ended meanwhile: nothing to keep
+            log.info("run %s: its session is gone", self.run_id)
+        self.persisted = True
 
     def _write(self, values: dict) -> None:
-        secrets = self.hooks.secrets
+        """Caller holds `lock` and the row exists."""
         with db.engine.begin() as conn:
-            conn.execute(update(ExecRun).where(ExecRun.id == self.run_id).values(
-                stdout=self.out.text(secrets), stderr=self.err.text(secrets),
-                stdout_bytes=self.out.total, stderr_bytes=self.err.total,
-                truncated=self.out.omitted > 0 or self.err.omitted > 0,
-                updated_at=utcnow(), **values))
+            conn.execute(update(ExecRun).where(ExecRun.id == self.run_id)
+                         .values(**self._output(), **values))
         notify.publish(channel(self.run_id))
 
     def _finish(self, status: RunStatus, exit_code: int | None, duration_ms: int,
-                error: str | None = None, sandbox: str | None = None) -> None:
-        with db.engine.begin() as conn:
-            if conn.scalar(select(ExecRun.cancel_requested).where(ExecRun.id == self.run_id)):
-                status = RunStatus.cancelled
+                error: str | None = None, sandbox: str | None = None,
+                touched: bool = False) -> None:
         values = {"status": status, "exit_code": exit_code, "duration_ms": duration_ms,
                   "finished_at": utcnow(), "error": error}
         if sandbox:
             values["sandbox_id"] = sandbox
-        self._write(values)
+        with self.lock:
+            if not self.persisted:  # ended within the wait: one INSERT, one commit
+                self._insert({**self.values, **values}, touched)
+                return
+            with db.engine.begin() as conn:
+                if conn.scalar(select(ExecRun.cancel_requested)
+                               .where(ExecRun.id == self.run_id)):
+                    values["status"] = RunStatus.cancelled
+                if touched:
+                    sessions.touch(conn, self.values["session_id"])
+            self._write(values)
 
 
 # -- reading ----------------------------------------------------------------------------

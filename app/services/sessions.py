@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import Connection, or_, select, update
 from sqlalchemy.exc import InvalidRequestError
 
 from app.backends.base import (
@@ -221,7 +221,8 @@ def exec_command(tenant: Tenant, user: User, session: SandboxSession, command: s
                                   output_limit=OUTPUT_LIMIT, **hooks)
         if capture_to is not None and installed is not None:
             skill_exec.capture(backend, sandbox_id, who, installed, capture_to, result)
-    _touch(session)
+    # The session's last_used_at/exec_count are written by the caller (a run) in the
+    # same commit as the run's verdict: `touch`.
     return dataclasses.replace(_outcome(result, sandbox_id, reused),
                                missing_env=resolution.missing if installed else None)
 
@@ -395,11 +396,10 @@ def _discard(session: SandboxSession, backend: Backend) -> None:
     _unbind(session)
 
 
-def _touch(session: SandboxSession) -> None:
-    db.session.execute(update(SandboxSession).where(SandboxSession.id == session.id).values(
+def touch(conn: Connection, session_id: str) -> None:
+    """Count one exec on the session and mark it used, inside the caller's transaction."""
+    conn.execute(update(SandboxSession).where(SandboxSession.id == session_id).values(
         last_used_at=utcnow(), exec_count=SandboxSession.exec_count + 1))
-    db.session.commit()
-    db.session.refresh(session)
 
 
 # -- helpers ------------------------------------------------------------------------------

@@ -179,11 +179,16 @@ class Container:
         proc = self.procs.get(pid)
         if proc is None or proc.done.is_set() or not proc.host_pid:
             return False
-        for target in reversed(_descendants(proc.host_pid)):  # envd kills the group
-            try:
-                os.kill(target, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        # envd kills the group. Freeze it first: killing a child while its shell still
+        # runs let the shell go on to its next command (`sleep 60; echo never` printed
+        # "never" under load).
+        targets = _descendants(proc.host_pid)
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for target in targets:
+                try:
+                    os.kill(target, sig)
+                except ProcessLookupError:
+                    pass
         return True
 
     def exit_code(self, proc: Proc) -> int:

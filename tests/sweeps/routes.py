@@ -213,8 +213,10 @@ def make_printed_run(world: factories.TenantUsers, printed: str,
     from app.models import RunStatus
     from app.services import runs
 
-    run_id = make_run(_session_id(world), stdout="")
-    writer = runs._RunWriter(run_id)
+    session_id = _session_id(world)
+    run_id = make_run(session_id, stdout="")
+    writer = runs._RunWriter({"id": run_id, "session_id": session_id})
+    writer.persisted = True  # the row exists: output and verdict are updates, as after a 202
     writer.hooks.secrets = secrets
     writer.output(1, printed.encode())
     writer._finish(RunStatus.succeeded, 0, 5)
