@@ -21,7 +21,13 @@ from app.errors import AppError, BadRequest, NotFound, ValidationFailed
 from app.extensions import db, htmx
 from app.models import Role, SandboxConfig
 from app.security import config_secrets
-from app.services import endpoints, network_policy, sandbox_check_parts, sandbox_doc
+from app.services import (
+    endpoints,
+    incidents,
+    network_policy,
+    sandbox_check_parts,
+    sandbox_doc,
+)
 from app.services import sandbox_configs as service
 from app.services.sandbox_configs import Inventory
 from app.tenancy import current_tenant, get_or_404, principal
@@ -219,7 +225,8 @@ def new_sandbox():
 def edit_sandbox(config_id):
     row = get_or_404(SandboxConfig, str(config_id), "sandbox config")
     alert = LOST_ALL if config_secrets.lost(row.config) == [config_secrets.WHOLE] else None
-    return _editor(Editor.from_doc(_masked(row), row.name, row.description), row, alert=alert)
+    return _editor(Editor.from_doc(_masked(row), row.name, row.description), row, alert=alert,
+                   failures=incidents.recent_failures(row))
 
 
 @bp.post("/sandboxes")
