@@ -390,6 +390,10 @@ def query_templates(stored: SandboxConfig | None, raw: Any, options: dict[str, A
     secrets carried over as sandbox_doc.merge allows)."""
     if raw is None and stored is None:
         raise ValidationFailed.one("config", "send config or config_id")
+    if isinstance(raw, dict):
+        # The catalog depends on the connection only: a problem in the network policy or
+        # the environment must not stop an admin from finding a template.
+        raw = {k: v for k, v in raw.items() if k not in ("network", "env_vars")}
     if (options.get("replace_standard") or options.get("replace_desktop")) and stored is None:
         raise ValidationFailed.one("config_id", "replace_* needs config_id")
     doc = stored.config if raw is None else sandbox_doc.validate(
