@@ -21,7 +21,24 @@ def globals_for_templates() -> dict[str, Any]:
         "Role": Role,
         "who": who if signed_in else None,
         "is_admin": bool(signed_in and who.role.at_least(Role.admin)),
+        "role_help": ROLE_HELP, "capability_labels": CAPABILITY_LABELS,
     }
+
+
+# What each role can really do, read from the guard table (tests/web/test_role_words.py
+# holds these to it): no route asks for more than viewer but less than admin, so a
+# contributor can do what a viewer can and nothing more.
+ROLE_HELP = {
+    "viewer": "Sees the sandbox configs and skills, runs commands in their own sessions "
+              "and keeps personal variables. Cannot change the workspace.",
+    "contributor": "The same as a viewer for now: sees configs and skills and runs commands "
+                   "in their own sessions. Cannot change the workspace.",
+    "admin": "Also adds, changes and deletes sandbox configs and skills, runs connection "
+             "checks, and manages members, invitations and API keys.",
+    "owner": "Everything an admin can do, and makes or removes owners.",
+}
+# An API key's capability by what it allows (its code stays in the API).
+CAPABILITY_LABELS = {"manage_vector_stores": "Run sandbox checks"}
 
 
 def _layout_principal():
