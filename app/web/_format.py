@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from flask import g, request
@@ -60,7 +60,16 @@ def format_datetime(value: datetime | None) -> str:
 
 @bp.app_template_filter("date")
 def format_date(value: datetime | None) -> str:
-    return f"{value.day} {value.strftime('%b %Y')}" if value else "—"
+    """The day in UTC, saying so: the browser replaces it with the viewer's own day
+    (static/js/local-time.js) wherever it sits in a <time data-local="date">."""
+    return f"{value.day} {value.strftime('%b %Y')} UTC" if value else "—"
+
+
+@bp.app_template_filter("last_moment")
+def last_moment(value: datetime) -> datetime:
+    """An expiry as the last moment it still holds: a key "expiring on 30 Jun" stops at
+    00:00 on 1 Jul (UTC), and is shown as 30 Jun 23:59, not as 1 Jul."""
+    return value - timedelta(minutes=1)
 
 
 @bp.app_template_filter("ago")
@@ -99,6 +108,15 @@ _SENTENCES = {
     "skill_catalog.deleted": "deleted skill “{name}” from the catalog",
     "skill_catalog.installed": "started installing skill “{name}”",
     "skill_catalog.categories": "set the categories of skill “{name}”",
+    "session.created": "opened a sandbox session",
+    "session.deleted": "ended a sandbox session",
+    "installed_skill.reinstalled": "reinstalled skill “{name}”",
+    "installed_skill.updated": "changed the settings of installed skill “{name}”",
+    "installed_skill.stopped": "stopped the install of skill “{name}”",
+    "installed_skill.uninstalled": "uninstalled skill “{name}”",
+    # Not a member's act: the sentence stands alone (see `sentence`).
+    "sandbox_config.provider_failed": "A member met a provider failure while {during} "
+                                      "(reference {reference})",
     "workspace.scripts_disabled": "turned workspace scripts off",
     "workspace.scripts_enabled": "turned workspace scripts back on",
 }
@@ -115,3 +133,11 @@ def describe_event(event: AuditEvent) -> str:
             pass
     target = f" {event.object_type} {event.object_id}" if event.object_id else ""
     return f"{event.action}{target}"
+
+
+@bp.app_template_filter("sentence")
+def event_sentence(event: AuditEvent) -> str:
+    """The event as a sentence with its actor: "ada@example.com added API key “ci”."."""
+    what = describe_event(event)
+    text = what if what[:1].isupper() else f"{event.actor_label} {what}"
+    return text if text.endswith(".") else f"{text}."
