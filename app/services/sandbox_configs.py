@@ -384,21 +384,26 @@ def _forget_skills(row: SandboxConfig) -> list[str]:
     return [skill.bundle_ref for skill in skills if skill.bundle_ref]
 
 
+def _connection_only(doc: Any) -> Any:
+    """The catalog depends on the connection only: a problem in the network policy or the
+    environment must not stop an admin from finding a template. Stripped after the merge,
+    so a stored secret is still refused to a swapped address as everywhere else."""
+    if not isinstance(doc, dict):
+        return doc
+    return {k: v for k, v in doc.items() if k not in ("network", "env_vars")}
+
+
 def query_templates(stored: SandboxConfig | None, raw: Any, options: dict[str, Any],
                     may_reuse: bool = True) -> dict[str, Any]:
     """Reference 3.1.7: the template catalog of an unsaved or stored config (stored
     secrets carried over as sandbox_doc.merge allows)."""
     if raw is None and stored is None:
         raise ValidationFailed.one("config", "send config or config_id")
-    if isinstance(raw, dict):
-        # The catalog depends on the connection only: a problem in the network policy or
-        # the environment must not stop an admin from finding a template.
-        raw = {k: v for k, v in raw.items() if k not in ("network", "env_vars")}
     if (options.get("replace_standard") or options.get("replace_desktop")) and stored is None:
         raise ValidationFailed.one("config_id", "replace_* needs config_id")
     doc = stored.config if raw is None else sandbox_doc.validate(
-        sandbox_doc.merge(raw, stored.config, may_reuse=may_reuse) if stored else raw,
-        require_template=False)
+        _connection_only(sandbox_doc.merge(raw, stored.config, may_reuse=may_reuse)
+                         if stored else raw), require_template=False)
     wants_provisioning = any(options.get(k) for k in (
         "ensure_standard", "replace_standard", "ensure_desktop", "replace_desktop"))
     if wants_provisioning:
