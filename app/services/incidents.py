@@ -90,6 +90,11 @@ def _note(config: SandboxConfig, tenant: Tenant | None, ref: str, what: str,
         log.exception("could not record provider failure ref=%s", ref)
 
 
+KIND_WORDS = {"BackendUnavailable": "Not reachable", "BackendTimeout": "Timed out",
+              "BackendAuthError": "Credentials refused", "QuotaExceeded": "No capacity",
+              "SandboxNotFound": "Sandbox gone", "Unsupported": "Not supported"}
+
+
 def recent_failures(config: SandboxConfig, limit: int = 5) -> list[dict[str, Any]]:
     """The config's latest provider failures members met, newest first, for its admins."""
     rows = db.session.scalars(
@@ -98,5 +103,6 @@ def recent_failures(config: SandboxConfig, limit: int = 5) -> list[dict[str, Any
                                  AuditEvent.object_id == config.id)
         .order_by(AuditEvent.created_at.desc(), AuditEvent.id.desc()).limit(limit))
     return [{"at": row.created_at, **{k: str(row.data.get(k, "")) for k in
-                                       ("reference", "during", "kind", "detail")}}
+                                       ("reference", "during", "detail")},
+             "kind": KIND_WORDS.get(str(row.data.get("kind")), "Provider error")}
             for row in rows]
