@@ -157,3 +157,18 @@ def test_new_docker_config_starts_with_the_default_image(chromium, live_server, 
         page.screenshot(path=str(SHOTS / f"sandbox-editor-words-{suffix}.png"))
     finally:
         context.close()
+
+
+@pytest.mark.parametrize(("viewport", "suffix"), [(DESKTOP, "desktop"), (PHONE, "phone")])
+def test_key_and_member_dates_are_local_on_both_sizes(chromium, live_server, world,
+                                                      viewport, suffix):
+    context, page = open_tab(chromium, live_server, viewport, "America/New_York")
+    try:
+        sign_in(page, world.admin.email)
+        for path, name in (("/api-keys", "api-keys"), ("/members", "members")):
+            page.goto(path)
+            page.wait_for_selector("time[data-localised]")
+            assert "UTC" not in page.locator("time[data-local]").first.inner_text()
+            shot(page, f"{name}-words-{suffix}.png")
+    finally:
+        context.close()
