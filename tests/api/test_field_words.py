@@ -65,3 +65,14 @@ def test_several_problems_say_how_many_more(admin_api):
     count = len(error["data"]["errors"])
     assert count > 2
     assert error["message"] == f"Name is required. There are {count - 1} more problems."
+
+
+def test_every_api_body_error_names_its_field(admin_api):
+    response = admin_api.post("/api/v1/api-keys", json={"name": "x" * 500, "full_access": 1.5})
+    error = response.json["error"]
+    assert response.status_code == 400
+    fields = {e["field"] for e in error["data"]["errors"]}
+    assert "name" in fields
+    for item in error["data"]["errors"]:
+        assert not INTERNAL.search(item["message"]), item
+    assert error["message"].split(":")[0].split(" ")[0] in ("Name", "Full")
