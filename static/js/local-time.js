@@ -15,6 +15,8 @@
       var when = new Date(node.getAttribute("datetime"));
       if (isNaN(when.getTime())) { continue; }
       var kind = node.getAttribute("data-local");
+      // An older moment the server wrote as a UTC day ("12 Mar 2026 UTC"): the local day.
+      if (!kind && / UTC$/.test(node.textContent)) { kind = "date"; }
       if (kind === "date") {
         node.textContent = when.toLocaleDateString(undefined, DATE);
       } else if (kind === "datetime") {
