@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from app.extensions import db
 from app.models import AuditEvent
@@ -150,9 +151,9 @@ def test_new_docker_config_starts_with_the_default_image(chromium, live_server, 
         page.locator('select[name="sandbox_type"]').select_option("e2b")
         page.locator('input[name="e2b.template_id"]').wait_for()
         page.locator('select[name="sandbox_type"]').select_option("docker")
-        page.wait_for_function(
-            "document.querySelector('input[name=\"docker.image\"]:not([type=hidden])')"
-            "?.value === 'team/custom:1'")
+        # expect() polls from Python: the CSP forbids the eval wait_for_function needs.
+        expect(page.locator('input[name="docker.image"]:not([type=hidden])')).to_have_value(
+            "team/custom:1")
         page.locator('input[name="docker.image"]:not([type=hidden])').scroll_into_view_if_needed()
         page.screenshot(path=str(SHOTS / f"sandbox-editor-words-{suffix}.png"))
     finally:
