@@ -110,6 +110,9 @@ class BaseConfig:
     # "tls_dir": "/abs/dir with ca.pem, cert.pem, key.pem"}} (tcp:// needs tls_dir).
     SANDBOX_DOCKER_ENGINES = _env("SANDBOX_DOCKER_ENGINES",
                                   '{"local": {"url": "unix:///var/run/docker.sock"}}')
+    # The image a new Docker config starts with (the editor pre-fills it; an admin may
+    # pick another of the engine's images with "Load templates").
+    SANDBOX_DEFAULT_IMAGE = _env("SANDBOX_DEFAULT_IMAGE", "sandlot/sandbox:base")
     # Whether a config's allow_private_endpoints may take effect at all (loopback and
     # private addresses). Link-local, metadata, unspecified and multicast: never.
     SANDBOX_ALLOW_PRIVATE_ENDPOINTS = _flag("SANDBOX_ALLOW_PRIVATE_ENDPOINTS")

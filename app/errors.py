@@ -34,7 +34,9 @@ class ValidationFailed(AppError):
     code, status, message = "validation_failed", 400, "Some fields are not valid."
 
     def __init__(self, errors: list[dict[str, str]], message: str | None = None):
-        super().__init__(message, data={"errors": errors})
+        # The sentence people read is the first problem (they name their field by its
+        # label where the service labels them); `data.errors` keeps every field path.
+        super().__init__(message or _summary(errors), data={"errors": errors})
         self.errors = errors
 
     @classmethod
@@ -49,6 +51,20 @@ class ValidationFailed(AppError):
             message = "Unknown field." if err["type"] == "extra_forbidden" else err["msg"]
             errors.append({"field": field_path(tuple(err["loc"])), "message": message})
         return cls(errors)
+
+
+def _summary(errors: list[dict[str, str]]) -> str | None:
+    if not errors:
+        return None
+    first = str(errors[0].get("message") or "").strip()
+    if not first:
+        return None
+    first = first[0].upper() + first[1:]
+    more = len(errors) - 1
+    if not more:
+        return first
+    return f"{first} There {'is' if more == 1 else 'are'} {more} more problem" \
+           f"{'s' if more > 1 else ''}."
 
 
 def field_path(loc: tuple[Any, ...]) -> str:

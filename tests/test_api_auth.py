@@ -207,7 +207,8 @@ def test_wrong_types_and_unknown_fields_are_listed_per_field(client):
     fields = {e["field"] for e in errors}
     assert fields == {"email", "password", "tenant_id", "remember"}
     assert all(isinstance(e["message"], str) and e["message"] for e in errors)
-    assert next(e for e in errors if e["field"] == "remember")["message"] == "Unknown field."
+    assert next(e for e in errors if e["field"] == "remember")["message"] == \
+        "Unknown field “remember”: remove it."
 
 
 def test_missing_fields_are_listed(client):
@@ -226,7 +227,7 @@ def test_nul_characters_are_a_field_error(client):
     response = client.post(LOGIN, json={"email": "a\x00@b.c", "password": "x"})
     assert response.status_code == 400 and envelope_code(response) == "validation_failed"
     assert response.get_json()["error"]["data"]["errors"] == [
-        {"field": "email", "message": "Remove the NUL character."}]
+        {"field": "email", "message": "Email must not contain a NUL character."}]
 
 
 def test_oversize_body_is_refused(client, app):

@@ -202,4 +202,4 @@ def test_role_body_is_validated(admin_api, two_tenants):
                                    json={"role": "viewer", "email": "x@y.z"})
     assert code(response) == "validation_failed"
     assert response.get_json()["error"]["data"]["errors"] == [
-        {"field": "email", "message": "Unknown field."}]
+        {"field": "email", "message": "Unknown field “email”: remove it."}]

@@ -12,6 +12,7 @@ from pydantic import ValidationError as PydanticError
 
 from app.errors import BadRequest, UnsupportedMediaType, ValidationFailed, field_path
 from app.security import json_input
+from app.services.field_labels import labelled
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -85,12 +86,13 @@ def parse_query(schema: type[T]) -> T:
 def validate(schema: type[T], payload: dict[str, Any]) -> T:
     nul = list(_nul_paths(payload))
     if nul:  # PostgreSQL text cannot hold NUL: refuse it here, not as a 500 from the driver
-        raise ValidationFailed([{"field": field_path(loc), "message": "Remove the NUL character."}
-                                for loc in nul])
+        raise ValidationFailed(labelled([{"field": field_path(loc), "message":
+                                          "must not contain a NUL character"} for loc in nul]))
     try:
         return schema.model_validate(payload)
     except PydanticError as exc:
-        raise ValidationFailed.from_pydantic(exc) from None
+        # The sentence names the field as a person would; `field` keeps the path.
+        raise ValidationFailed(labelled(ValidationFailed.from_pydantic(exc).errors)) from None
 
 
 def _nul_paths(value: Any, loc: tuple[Any, ...] = ()):

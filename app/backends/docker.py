@@ -286,7 +286,7 @@ class DockerBackend(DockerFiles, DockerImages):
             raise BackendError("sandbox metadata needs sandlot_* keys")
         image = spec.template or self.settings.image
         if not image:
-            raise BackendError("docker backend requires image")
+            raise BackendError("Image is required: name an image on the engine")
         labels = _labels(spec.metadata, self._require_image(image))
         secrets = tuple(spec.env.values())
         # The disk (mkfs, mount) is made while the network and its rules are: neither

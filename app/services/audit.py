@@ -6,7 +6,7 @@ import io
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 
 from app.extensions import db
 from app.models import AuditEvent, Tenant
@@ -42,6 +42,36 @@ def list_recent(tenant: Tenant, limit: int = 20) -> list[AuditEvent]:
         .order_by(AuditEvent.created_at.desc(), AuditEvent.id.desc()).limit(limit)
     )
     return list(db.session.scalars(query))
+
+
+# The activity page's action filter: a kind of thing and the action codes it covers.
+KINDS = {
+    "members": ("Members and invitations", ("member.", "invitation.")),
+    "keys": ("API keys", ("api_key.",)),
+    "configs": ("Sandbox configs", ("sandbox_config.",)),
+    "skills": ("Skills", ("skill_catalog.", "installed_skill.")),
+    "sessions": ("Sessions", ("session.",)),
+    "workspace": ("Workspace settings", ("workspace.",)),
+}
+PAGE_SIZE = 50
+
+
+def page(tenant: Tenant, kind: str = "", actor_id: int | None = None,
+         before: int | None = None, limit: int = PAGE_SIZE) -> tuple[list[AuditEvent], int | None]:
+    """One page of the workspace's activity, newest first, filtered by kind of action
+    (a key of KINDS) and by who did it; returns the events and the id to continue before
+    (None on the last page). Keyed by id, so new events do not shift later pages."""
+    query = select(AuditEvent).where(AuditEvent.tenant_id == tenant.id)
+    if kind in KINDS:
+        query = query.where(or_(*(AuditEvent.action.startswith(p) for p in KINDS[kind][1])))
+    if actor_id is not None:
+        query = query.where(AuditEvent.actor_id == actor_id)
+    if before is not None:
+        query = query.where(AuditEvent.id < before)
+    rows = list(db.session.scalars(query.order_by(AuditEvent.id.desc()).limit(limit + 1)))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, (rows[-1].id if more and rows else None)
 
 
 def count(tenant_id: int) -> int:

@@ -135,7 +135,7 @@ def validate(network: Any, backend: str, problems: Problems, path: str = "networ
     deny = _check_deny(doc["deny_out"], problems, f"{path}.deny_out")
     denies_all = doc["deny_egress_by_default"] or any(t.is_deny_all for t in deny)
     if any(t.kind == "domain" for t in allow) and not denies_all:
-        problems.add(f"{path}.allow_out", "Domains in allow_out need a deny-all fallback: turn on "
+        problems.add(f"{path}.allow_out", "Domains need a deny-all fallback: turn on "
                      "deny_egress_by_default or add 0.0.0.0/0 to deny_out; otherwise "
                      "destinations not learned through DNS stay open.")
     doc["cube_rules"] = _check_cube_rules(doc["cube_rules"], problems, f"{path}.cube_rules")
@@ -210,9 +210,9 @@ def _check_deny(values: list, problems: Problems, path: str) -> list[Target]:
     targets = []
     for index, value, target in _entries(values, problems, path, wildcard_ok=False):
         if target.kind == "domain":
-            problems.add(f"{path}[{index}]", f"{value.strip()!r}: deny_out takes IPv4 addresses "
-                         "and CIDRs only; to block domains, deny by default and list what is "
-                         "allowed in allow_out.")
+            problems.add(f"{path}[{index}]", f"{value.strip()!r} is not an IPv4 address or "
+                         "CIDR, the only kinds denied destinations take; to block domains, deny "
+                         "by default and list what is allowed in allow_out.")
         else:
             targets.append((index, value, target))
     return _unique(iter(targets), problems, path)

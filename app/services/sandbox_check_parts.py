@@ -179,6 +179,7 @@ _DETAIL = re.compile(
     r"|\[[0-9a-fA-F:.]+\](?::\d+)?"                       # [v6]:port
     r"|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"              # v4[:port]
     r"|\b(?:[0-9a-fA-F]{1,4}:){2,7}[0-9a-fA-F]{0,4}\b"     # bare v6
+    r"|\b(?:[0-9a-fA-F]{1,4}:)+:(?:[0-9a-fA-F]{1,4}\b)?"   # compressed v6 (fd12:3456::7)
     r"|\b[\w.-]+:\d{2,5}\b"                              # host:port
     r"|(?<![\w.])/[\w.@+-]+(?:/[\w.@+-]*)+"                # /absolute/paths
     r"|\[Errno[^\]]*\][^,;)]*", re.IGNORECASE)

@@ -238,15 +238,17 @@ def _check_names(name: Any, description: Any) -> tuple[str, str]:
     description = description.strip() if isinstance(description, str) else ""
     errors = []
     if not name:
-        errors.append({"field": "name", "message": "name required"})
+        errors.append({"field": "name", "message": "Name is required."})
     elif "\0" in name:
-        errors.append({"field": "name", "message": "must not contain NUL"})
+        errors.append({"field": "name", "message": "Name must not contain NUL characters."})
     elif len(name) > NAME_MAX:
-        errors.append({"field": "name", "message": f"at most {NAME_MAX} characters"})
+        errors.append({"field": "name", "message": f"Name must be at most {NAME_MAX} characters."})
     if "\0" in description:
-        errors.append({"field": "description", "message": "must not contain NUL"})
+        errors.append({"field": "description",
+                       "message": "Description must not contain NUL characters."})
     elif len(description) > DESCRIPTION_MAX:
-        errors.append({"field": "description", "message": f"at most {DESCRIPTION_MAX} characters"})
+        errors.append({"field": "description", "message":
+                       f"Description must be at most {DESCRIPTION_MAX} characters."})
     if errors:
         raise ValidationFailed(errors)
     return name, description

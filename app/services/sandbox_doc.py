@@ -31,6 +31,7 @@ from app.security import ssrf
 from app.security.config_secrets import is_lost
 from app.security.redaction import MASK
 from app.services import endpoints, network_policy
+from app.services.field_labels import labelled
 from app.services.network_policy import DENY_ALL, Problems
 from app.services.sandbox_secrets import (  # re-exported: callers use sandbox_doc.merge etc.
     OPERATOR_OWNED,
@@ -137,7 +138,7 @@ def validate(raw: Any, *, resolve_urls: bool = True,
     finds a template before there is one to require.
     """
     if not isinstance(raw, dict):
-        raise ValidationFailed.one("config", "must be an object")
+        raise ValidationFailed.one("config", "The config must be an object.")
     _refuse_operator_owned(raw)
     try:
         doc = Document.model_validate(raw)
@@ -148,7 +149,7 @@ def validate(raw: Any, *, resolve_urls: bool = True,
         kind = raw.get("sandbox_type")
         if kind in BACKENDS and isinstance(raw.get("network"), dict):
             network_policy.validate(raw["network"], kind, problems)
-        raise ValidationFailed(problems.items) from None
+        raise ValidationFailed(labelled(problems.items)) from None
     problems = Problems()
     kind = doc.sandbox_type
     block = getattr(doc, kind) or BLOCKS[kind]()
@@ -157,7 +158,7 @@ def validate(raw: Any, *, resolve_urls: bool = True,
                  problems, resolve_urls, require_template)
     network = network_policy.validate(doc.network, kind, problems)
     if problems:
-        raise ValidationFailed(problems.items)
+        raise ValidationFailed(labelled(problems.items))
     out = doc.model_dump(exclude={"cube", "e2b", "docker", "network", *SERVER_OWNED})
     out[kind] = block.model_dump()
     out["network"] = network
@@ -173,8 +174,9 @@ def _refuse_operator_owned(raw: dict[str, Any]) -> None:
     if isinstance(block, dict):
         found = [name for name in OPERATOR_OWNED if name in block]
         if found:
-            raise ValidationFailed([{"field": f"docker.{name}", "message":
-                                     f"not accepted: {OPERATOR_OWNED[name]}"} for name in found])
+            raise ValidationFailed(labelled([{"field": f"docker.{name}", "message":
+                                              f"not accepted: {OPERATOR_OWNED[name]}"}
+                                             for name in found]))
 
 
 def _check_common(doc: Document, problems: Problems) -> None:
@@ -183,7 +185,7 @@ def _check_common(doc: Document, problems: Problems) -> None:
         problems.add("terminal_idle_disconnect_sec",
                      f"must be between {IDLE_MIN} and {IDLE_MAX} seconds (0 means {DEFAULT_IDLE})")
     if doc.skill_rollout not in ROLLOUTS:
-        problems.add("skill_rollout", "invalid skill_rollout: use next_turn or new_session")
+        problems.add("skill_rollout", "must be Next turn or New session (or left at Default)")
     for name, value in doc.env_vars.items():
         if not ENV_NAME.match(name):
             problems.add(f"env_vars.{name}", "must be a valid environment variable name "
@@ -202,7 +204,7 @@ def _check_block(kind: str, block: _Block, allow_private: bool, problems: Proble
             continue
         value = getattr(block, name)
         if not value or value == MASK:
-            problems.add(f"{kind}.{name}", f"{kind} backend requires {name}")
+            problems.add(f"{kind}.{name}", "is required")
     for name in ("api_url", "proxy_url"):
         url = getattr(block, name, "")
         if url and resolve_urls:

@@ -65,7 +65,16 @@ def resolve(stored: SandboxConfig | None, raw: Any, may_reuse: bool) -> dict[str
     if raw is None:
         return stored.config
     merged = sandbox_doc.merge(raw, stored.config, may_reuse=may_reuse) if stored else raw
-    return sandbox_doc.validate(merged, require_template=False)
+    return sandbox_doc.validate(_connection_only(merged), require_template=False)
+
+
+def _connection_only(doc: Any) -> Any:
+    """The catalog and builds depend on the connection only: a problem in the network
+    policy or the environment must not stop an admin from finding a template. Stripped
+    after the merge, so a stored secret is still refused to a swapped address."""
+    if not isinstance(doc, dict):
+        return doc
+    return {k: v for k, v in doc.items() if k not in ("network", "env_vars")}
 
 
 def catalog(backend: Backend, doc: dict[str, Any]) -> list[TemplateInfo]:

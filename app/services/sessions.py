@@ -38,8 +38,8 @@ from app.services import (
     audit,
     env_resolver,
     exec_capture,
+    incidents,
     paging,
-    sandbox_check_parts,
     sandbox_doc,
     skill_exec,
 )
@@ -112,7 +112,8 @@ def get_session(tenant: Tenant, user: User, session_id: str) -> SandboxSession:
 
 def delete_session(tenant: Tenant, user: User, session: SandboxSession) -> None:
     """Destroy the session's sandbox (and any it lost track of), then the session."""
-    with _provider():
+    config = db.session.get(SandboxConfig, session.sandbox_config_id)
+    with _provider(config, "ending a session"):
         destroy_sandboxes(session)
     audit.record(tenant, _Actor(user), "session.deleted", "session", session.id)
     db.session.delete(session)
@@ -174,7 +175,7 @@ def cancel_exec(session: SandboxSession, ref: str) -> None:
     config = db.session.get(SandboxConfig, session.sandbox_config_id)
     if config is None or not session.sandbox_id:
         return
-    with _provider():
+    with _provider(config, "stopping a command"):
         backend = _backend(session, config.config)
         if hasattr(backend, "cancel_exec"):
             backend.cancel_exec(session.sandbox_id, ref)
@@ -204,7 +205,7 @@ def exec_command(tenant: Tenant, user: User, session: SandboxSession, command: s
         if resolution.capturable:
             capture_to = exec_capture.capture_dir()
             run = exec_capture.wrap(command, resolution.capturable, capture_to)
-    with _provider():
+    with _provider(config, "running a command"):
         backend = _backend(session, doc)
         sandbox_id, reused = ensure_sandbox(session, config, backend)
         hooks = _hooks(backend, live)
@@ -459,16 +460,14 @@ def _outcome(result: ExecResult, sandbox_id: str, reused: bool) -> ExecOutcome:
 
 
 @contextmanager
-def _provider() -> Iterator[None]:
-    """Backend failures become 503 `unavailable` with the backend's human reason."""
+def _provider(config: SandboxConfig | None, what: str) -> Iterator[None]:
+    """Backend failures become 503 `unavailable`: a sentence and a reference id for the
+    member; the reason goes to the log and the config's admins under that id."""
     try:
         yield
     except BackendError as exc:
         db.session.rollback()
-        # No address, port or path of the failed connection (decisions 11); the log has it.
-        log.warning("sandbox provider failed: %s", exc.reason)
-        raise Unavailable("The sandbox provider failed: "
-                          f"{sandbox_check_parts.conceal(None, exc.reason)}") from exc
+        raise incidents.provider_failed(exc, config, what) from exc
 
 
 class _Actor:

@@ -7,6 +7,7 @@ bp = Blueprint("web", __name__)
 from app.web import (  # noqa: E402,F401
     _format,
     account,
+    activity,
     api_keys,
     auth,
     dashboard,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from flask import g, request
@@ -21,7 +21,24 @@ def globals_for_templates() -> dict[str, Any]:
         "Role": Role,
         "who": who if signed_in else None,
         "is_admin": bool(signed_in and who.role.at_least(Role.admin)),
+        "role_help": ROLE_HELP, "capability_labels": CAPABILITY_LABELS,
     }
+
+
+# What each role can really do, read from the guard table (tests/web/test_role_words.py
+# holds these to it): no route asks for more than viewer but less than admin, so a
+# contributor can do what a viewer can and nothing more.
+ROLE_HELP = {
+    "viewer": "Sees the sandbox configs and skills, runs commands in their own sessions "
+              "and keeps personal variables. Cannot change the workspace.",
+    "contributor": "The same as a viewer for now: sees configs and skills and runs commands "
+                   "in their own sessions. Cannot change the workspace.",
+    "admin": "Also adds, changes and deletes sandbox configs and skills, runs connection "
+             "checks, and manages members, invitations and API keys.",
+    "owner": "Everything an admin can do, and makes or removes owners.",
+}
+# An API key's capability by what it allows (its code stays in the API).
+CAPABILITY_LABELS = {"manage_vector_stores": "Run sandbox checks"}
 
 
 def _layout_principal():
@@ -43,7 +60,16 @@ def format_datetime(value: datetime | None) -> str:
 
 @bp.app_template_filter("date")
 def format_date(value: datetime | None) -> str:
-    return f"{value.day} {value.strftime('%b %Y')}" if value else "—"
+    """The day in UTC, saying so: the browser replaces it with the viewer's own day
+    (static/js/local-time.js) wherever it sits in a <time data-local="date">."""
+    return f"{value.day} {value.strftime('%b %Y')} UTC" if value else "—"
+
+
+@bp.app_template_filter("last_moment")
+def last_moment(value: datetime) -> datetime:
+    """An expiry as the last moment it still holds: a key "expiring on 30 Jun" stops at
+    00:00 on 1 Jul (UTC), and is shown as 30 Jun 23:59, not as 1 Jul."""
+    return value - timedelta(minutes=1)
 
 
 @bp.app_template_filter("ago")
@@ -82,6 +108,15 @@ _SENTENCES = {
     "skill_catalog.deleted": "deleted skill “{name}” from the catalog",
     "skill_catalog.installed": "started installing skill “{name}”",
     "skill_catalog.categories": "set the categories of skill “{name}”",
+    "session.created": "opened a sandbox session",
+    "session.deleted": "ended a sandbox session",
+    "installed_skill.reinstalled": "reinstalled skill “{name}”",
+    "installed_skill.updated": "changed the settings of installed skill “{name}”",
+    "installed_skill.stopped": "stopped the install of skill “{name}”",
+    "installed_skill.uninstalled": "uninstalled skill “{name}”",
+    # Not a member's act: the sentence stands alone (see `sentence`).
+    "sandbox_config.provider_failed": "A member met a provider failure while {during} "
+                                      "(reference {reference})",
     "workspace.scripts_disabled": "turned workspace scripts off",
     "workspace.scripts_enabled": "turned workspace scripts back on",
 }
@@ -98,3 +133,11 @@ def describe_event(event: AuditEvent) -> str:
             pass
     target = f" {event.object_type} {event.object_id}" if event.object_id else ""
     return f"{event.action}{target}"
+
+
+@bp.app_template_filter("sentence")
+def event_sentence(event: AuditEvent) -> str:
+    """The event as a sentence with its actor: "ada@example.com added API key “ci”."."""
+    what = describe_event(event)
+    text = what if what[:1].isupper() else f"{event.actor_label} {what}"
+    return text if text.endswith(".") else f"{text}."

@@ -22,7 +22,8 @@ from app.web import bp
 from app.web._helpers import attach_error, done, page_or_fragment
 
 CAPABILITY_HELP = {
-    "manage_vector_stores": "Lets the key run sandbox connectivity checks.",
+    "manage_vector_stores": "Test a sandbox config's connection through the API (the "
+                            "sandbox check, deep or not). Nothing else.",
 }
 
 

@@ -29,6 +29,20 @@ LABELS = {
     "egress_denied_enforced": "Denied traffic blocked",
 }
 
+# Why a row was skipped, as a sentence (the reason codes stay in the API and the job log).
+REASONS = {
+    "needs_deep_check": "Runs in the deep check only",
+    "control_plane_unreachable": "Not tried: the control plane could not be reached",
+    "sandbox_not_created": "Not tried: no sandbox could be created",
+    "sandbox_exec_failed": "Not tried: the sandbox could not run a command",
+    "egress_restricted_by_policy": "Not tried: the network policy blocks outbound traffic",
+    "credentials_rejected": "Not tried: the credentials were refused",
+    "template_not_set": "Not tried: no template is set",
+    "not_supported": "This backend does not support it",
+    "no_denied_target": "Not tried: the policy denies nothing that could be tested",
+    "check_budget_exhausted": "Not tried: the check ran out of time",
+}
+
 
 @bp.post("/sandboxes/check")
 @guard(Role.admin)
@@ -62,7 +76,7 @@ def sandbox_check_result(check_id):
 def _render(job: Job | None, status: int, deep: bool | None = None,
             problems: list[dict[str, str]] | None = None):
     context = {
-        "job": job, "problems": problems or [], "labels": LABELS,
+        "job": job, "problems": problems or [], "labels": LABELS, "reasons": REASONS,
         "deep": bool(job.params.get("deep")) if job is not None else deep,
         "rows": sandbox_check.rows_of(job) if job is not None else [],
     }

@@ -23,6 +23,7 @@ from app.models import Role, SandboxConfig
 from app.security import config_secrets, cursors
 from app.services import (
     endpoints,
+    incidents,
     network_policy,
     paging,
     sandbox_check_parts,
@@ -251,7 +252,16 @@ def _force() -> bool:
 @guard(Role.admin)
 def new_sandbox():
     kind = request.args.get("backend", "docker")
-    return _editor(Editor(sandbox_type=kind if kind in BACKENDS else "docker"), None)
+    return _editor(_with_default_image(Editor(sandbox_type=kind if kind in BACKENDS
+                                              else "docker")), None)
+
+
+def _with_default_image(ed: Editor) -> Editor:
+    """A Docker form without an image starts with the deployment's default image, as a
+    value rather than a placeholder that only looks like one."""
+    if ed.sandbox_type == "docker" and not ed.values.get("docker.image", "").strip():
+        ed.values["docker.image"] = current_app.config["SANDBOX_DEFAULT_IMAGE"]
+    return ed
 
 
 @bp.get("/sandboxes/<uuid:config_id>/edit")
@@ -259,7 +269,8 @@ def new_sandbox():
 def edit_sandbox(config_id):
     row = get_or_404(SandboxConfig, str(config_id), "sandbox config")
     alert = LOST_ALL if config_secrets.lost(row.config) == [config_secrets.WHOLE] else None
-    return _editor(Editor.from_doc(_masked(row), row.name, row.description), row, alert=alert)
+    return _editor(Editor.from_doc(_masked(row), row.name, row.description), row, alert=alert,
+                   failures=incidents.recent_failures(row))
 
 
 @bp.post("/sandboxes")
@@ -315,12 +326,19 @@ def sandbox_form_backend():
     row = _editing()
     ed = Editor.parse(request.form)
     fields = BLOCK_FIELDS[ed.sandbox_type]
+    carried: list[tuple[str, str]] = []
     for name in list(request.form):  # same-named settings carry over (e2b <-> cube)
         kind, _, key = name.partition(".")
         if kind in BACKENDS and fields.get(key) not in (None, SECRET):
             ed.values.setdefault(f"{ed.sandbox_type}.{key}", request.form[name])
-    return render_template("sandboxes/_editor_backend.html", ed=ed.for_display(_masked(row)),
-                           row=row, placed={}, endpoint_choices=endpoint_choices())
+        # What was typed for another backend rides along hidden, so switching back finds
+        # it; secrets excepted (they never travel back to the browser).
+        if kind in BACKENDS and kind != ed.sandbox_type and \
+                BLOCK_FIELDS[kind].get(key) not in (None, SECRET):
+            carried.append((name, request.form[name]))
+    return render_template("sandboxes/_editor_backend.html",
+                           ed=_with_default_image(ed.for_display(_masked(row))), row=row,
+                           placed={}, endpoint_choices=endpoint_choices(), carried=carried)
 
 
 @bp.post("/sandboxes/editor/validate")
@@ -362,8 +380,8 @@ def sandbox_form_templates():
         templates = sandbox_templates.query(who.tenant_id, who.actor_id, row, doc, {},
                                             may_reuse=service.may_update(who))[0]["templates"]
     except ValidationFailed as err:
-        error = "Fix the connection settings first: " + "; ".join(
-            f"{e['field']}: {e['message']}" for e in err.errors)
+        error = "Fix the connection settings first: " + " ".join(
+            e["message"] for e in err.errors)
     except AppError as err:
         error = err.message
     except BackendError as err:

@@ -213,7 +213,7 @@ class Editor:
             key = row.get("key").strip()
             if key in env:
                 self.problems.append({"field": f"env_vars[{row.index}]",
-                                      "message": f"{key!r} is listed twice"})
+                                      "message": f"Variable {key} is listed twice."})
             env[key] = row.get("value")
         return env
 
@@ -241,7 +241,7 @@ class Editor:
             if name in headers:
                 self.problems.append({
                     "field": f"network.e2b_host_rules[{row.index}].headers[{child.index}]",
-                    "message": f"header {name!r} is listed twice"})
+                    "message": f"Header {name} is listed twice."})
             headers[name] = child.get("value")
         return {"host": row.get("host"), "headers": headers}
 
@@ -403,6 +403,8 @@ def _rule_doc(row: Row) -> dict[str, Any]:
 def _with_field(path: str, slot: str | None, message: str) -> str:
     """In a cube rule (or inject) row, name the input an error is about: `host: ...`."""
     part = re.search(r"\]\.(\w+)(?:\[\d+\])?$", path)
+    if message.startswith("HTTP rule"):  # already labelled by the service
+        return message
     if slot and "cube_rules" in slot and part and part.group(1) in (*RULE_FIELDS,
                                                                       *INJECT_FIELDS):
         return f"{part.group(1)}: {message}"

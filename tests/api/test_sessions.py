@@ -189,7 +189,8 @@ def test_backend_down_is_503_and_session_stays_consistent(two_tenants, bearer):
     response = run(admin, session_id, "true")
     assert response.status_code == 503
     assert response.json["error"]["code"] == "unavailable"
-    assert "not reachable" in response.json["error"]["message"]
+    assert "could not be reached" in response.json["error"]["message"]
+    assert response.json["error"]["data"]["reference"] in response.json["error"]["message"]
     assert "/tmp/" not in response.json["error"]["message"]  # the operator's socket path
     row = db.session.get(SandboxSession, session_id)
     db.session.refresh(row)

@@ -93,7 +93,7 @@ def test_private_endpoints_need_the_operator_and_the_config(raw, app, monkeypatc
     monkeypatch.setitem(app.config, "SANDBOX_ALLOW_PRIVATE_ENDPOINTS", True)
     assert validate(raw)["allow_private_endpoints"] is True
     monkeypatch.setitem(app.config, "SANDBOX_ALLOW_PRIVATE_ENDPOINTS", False)
-    assert errors_of(raw)[0]["message"].endswith("unless the operator allows them")
+    assert errors_of(raw)[0]["message"].endswith("unless the operator allows them.")
 
 
 @pytest.mark.parametrize("url", ["http://169.254.169.254/", "http://[fd00:ec2::254]/",
@@ -118,30 +118,31 @@ INVALID = [
     pytest.param({}, "sandbox_type", "required", id="type-required"),
     pytest.param({"sandbox_type": "local"}, "sandbox_type", "docker", id="type-unsupported"),
     pytest.param(without(docker(), "docker", "image"), "docker.image",
-                 "docker backend requires image", id="docker-requires-image"),
-    pytest.param({"sandbox_type": "docker"}, "docker.image", "docker backend requires image",
+                 "Image is required.", id="docker-requires-image"),
+    pytest.param({"sandbox_type": "docker"}, "docker.image", "Image is required.",
                  id="docker-block-missing"),
-    pytest.param(without(e2b(), "e2b", "api_key"), "e2b.api_key", "e2b backend requires api_key",
+    pytest.param(without(e2b(), "e2b", "api_key"), "e2b.api_key", "API key is required.",
                  id="e2b-requires-api-key"),
-    pytest.param(e2b(api_key="***"), "e2b.api_key", "e2b backend requires api_key",
+    pytest.param(e2b(api_key="***"), "e2b.api_key", "API key is required.",
                  id="e2b-mask-is-not-a-key"),
     pytest.param(without(e2b(), "e2b", "template_id"), "e2b.template_id",
-                 "e2b backend requires template_id", id="e2b-requires-template"),
+                 "Template ID is required.", id="e2b-requires-template"),
     pytest.param(without(cube(), "cube", "api_url"), "cube.api_url",
-                 "cube backend requires api_url", id="cube-requires-api-url"),
+                 "API URL is required.", id="cube-requires-api-url"),
     pytest.param(without(cube(), "cube", "proxy_url"), "cube.proxy_url",
-                 "cube backend requires proxy_url", id="cube-requires-proxy-url"),
+                 "Proxy URL is required.", id="cube-requires-proxy-url"),
     pytest.param(without(cube(), "cube", "sandbox_domain"), "cube.sandbox_domain",
-                 "cube backend requires sandbox_domain", id="cube-requires-sandbox-domain"),
+                 "Sandbox domain is required.", id="cube-requires-sandbox-domain"),
     pytest.param(without(cube(), "cube", "template_id"), "cube.template_id",
-                 "cube backend requires template_id", id="cube-requires-template"),
+                 "Template ID is required.", id="cube-requires-template"),
     pytest.param({**e2b(), "terminal_idle_disconnect_sec": 59}, "terminal_idle_disconnect_sec",
                  "between 60 and 86400", id="idle-59"),
     pytest.param({**e2b(), "terminal_idle_disconnect_sec": 86401},
                  "terminal_idle_disconnect_sec", "between 60 and 86400", id="idle-86401"),
     pytest.param({**e2b(), "terminal_idle_disconnect_sec": -1}, "terminal_idle_disconnect_sec",
                  "greater than or equal to 0", id="idle-negative"),
-    pytest.param({**e2b(), "skill_rollout": "always"}, "skill_rollout", "invalid skill_rollout",
+    pytest.param({**e2b(), "skill_rollout": "always"}, "skill_rollout",
+                 "Skill rollout must be Next turn or New session",
                  id="rollout-unknown"),
     pytest.param(docker(network_mode="host"), "docker.network_mode", "'bridge' or 'none'",
                  id="docker-network-mode-host"),
@@ -188,7 +189,8 @@ INVALID = [
                  id="type-env-map"),
     pytest.param({**e2b(), "network": "open"}, "network", "valid dictionary",
                  id="type-network"),
-    pytest.param({"sandbox_type": "e2b", "e2b": "key"}, "e2b", "E2BBlock",
+    pytest.param({"sandbox_type": "e2b", "e2b": "key"}, "e2b",
+                 "E2B settings: input should be a valid dictionary.",
                  id="type-backend-block"),
     pytest.param({**e2b(), "env_vars": {"1BAD": "x"}}, "env_vars.1BAD", "environment variable",
                  id="env-name"),
@@ -211,7 +213,7 @@ def test_invalid_documents(raw, field, fragment):
 
 def test_not_an_object():
     assert errors_of(["sandbox_type", "e2b"]) == [{"field": "config",
-                                                   "message": "must be an object"}]
+                                                   "message": "The config must be an object."}]
 
 
 def test_every_problem_is_reported_at_once():

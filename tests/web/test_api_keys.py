@@ -106,7 +106,7 @@ def test_list_shows_access_last_use_expiry_and_status(two_tenants, login_as):
     factories.make_key(b.tenant, name="tenant b key")
     page = text(login_as(a.admin, a.tenant).get("/api-keys"))
     assert "full one" in page and "scoped one" in page and "tenant b key" not in page
-    assert "Full access" in page and "manage_vector_stores</span>" in page
+    assert "Full access" in page and "Run sandbox checks</span>" in page
     assert page.count("Never") >= 4  # never used, never expires
     assert page.count('class="status status-on">Active') == 2
 

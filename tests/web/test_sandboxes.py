@@ -187,8 +187,8 @@ def test_validation_errors_appear_next_to_their_fields(two_tenants, login_as):
     assert response.status_code == 400
     assert "must not contain spaces" in slot(body, "err-network-allow_out-2")
     assert slot(body, "err-network-allow_out-0") == ""
-    assert "deny_out takes IPv4 addresses and CIDRs only" in slot(body, "err-network-deny_out-0")
-    assert "docker backend requires image" in slot(body, "err-docker-image")
+    assert "is not an IPv4 address or CIDR" in slot(body, "err-network-deny_out-0")
+    assert "Image is required." in slot(body, "err-docker-image")
     assert "3 problems to fix before saving." in body
     assert 'value="bad host"' in body  # the form comes back as typed
     body = text(post_form(client, "/sandboxes", {**DOCKER_FORM, "docker.pids_limit": "lots"}))
@@ -204,8 +204,8 @@ def test_htmx_validation_errors_fill_the_slots_and_leave_the_inputs_alone(two_te
     assert response.status_code == 400
     assert response.headers["HX-Retarget"] == "#editor-alert"
     assert "<input" not in body  # nothing typed is sent back
-    assert 'id="err-network-allow_out-2" hx-swap-oob="true"><span>&#39;bad host&#39; must not' \
-        in body
+    assert ('id="err-network-allow_out-2" hx-swap-oob="true"><span>Allowed destination 2: '
+            '&#39;bad host&#39; must not') in body
     assert 'id="err-network-allow_out-0" hx-swap-oob="true"></p>' in body  # cleared
     assert "2 problems to fix before saving." in body
 
@@ -271,7 +271,7 @@ def test_live_validation_checks_cube_rules_against_stored_secrets(two_tenants, l
         "network.cube_rules[4].inject[2].secret": "",
     }, htmx=True)
     # The stored secret is kept by a blank input, and a deny rule never injects.
-    assert "secret: a deny rule never injects" in slot(text(response),
+    assert "HTTP rule 1, header 1 value: a deny rule never injects" in slot(text(response),
                                                        "err-network-cube_rules-4-inject-2")
 
 

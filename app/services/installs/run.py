@@ -23,7 +23,7 @@ from app.backends.base import Backend, BackendError
 from app.extensions import db
 from app.models import InstalledSkill, InstallStatus, SandboxConfig, SkillSnapshot, SnapshotState
 from app.models.types import utcnow
-from app.services import job_limits, sandbox_doc
+from app.services import incidents, job_limits, sandbox_check_parts, sandbox_doc
 from app.services.installs import image
 from app.services.installs.events import EventLog, cap
 from app.services.installs.lock import ImageLock
@@ -52,8 +52,11 @@ def provider_message(exc: BackendError) -> str:
     """The provider failure as a tenant may read it; the detail goes to the worker log."""
     if exc.kind in _KIND_MESSAGES or _INTERNAL.search(exc.reason):
         what = _KIND_MESSAGES.get(exc.kind, "the provider reported an error")
-        return f"The sandbox provider failed: {what} (the worker log has the detail)."
-    return f"The sandbox provider failed: {exc.reason}"
+        ref = incidents.new_reference()
+        log.warning("skill run provider failure ref=%s: %s", ref, exc.reason)
+        return (f"The sandbox provider failed: {what} (reference {ref}: the worker log has "
+                "the detail).")
+    return f"The sandbox provider failed: {sandbox_check_parts.conceal(None, exc.reason)}"
 
 
 class RunFailed(Exception):
