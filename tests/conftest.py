@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pytest
 from flask import Flask, current_app
 from flask.testing import FlaskClient
-from sqlalchemy import select, text
+from sqlalchemy import create_engine, make_url, select, text
 from sqlalchemy.exc import OperationalError
 from werkzeug.serving import make_server
 
@@ -36,8 +36,26 @@ SETTLE_SECONDS = float(os.environ.get("SANDLOT_TEST_SETTLE_SECONDS", "120"))
 def database_url(tmp_path_factory) -> str:
     url = os.environ.get("TEST_DATABASE_URL")
     if url:
-        return url
+        return worker_database(url)
     return f"sqlite:///{tmp_path_factory.mktemp('db') / 'sandlot-test.db'}"
+
+
+def worker_database(url: str) -> str:
+    """Under pytest-xdist each worker gets a PostgreSQL database of its own
+    (`<name>_gw0`, ...), created on first use, so workers never wipe each other's rows."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return url
+    base = make_url(url)
+    name = f"{base.database}_{worker}"
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            if not conn.scalar(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}):
+                conn.execute(text(f'CREATE DATABASE "{name}"'))
+    finally:
+        admin.dispose()
+    return base.set(database=name).render_as_string(hide_password=False)
 
 
 @pytest.fixture(scope="session")

@@ -85,10 +85,13 @@ def rows(data: dict) -> dict[str, dict]:
     return {row["name"]: row for row in data["checks"]}
 
 
-def check_sandboxes(tenant_id: int) -> list:
+def check_sandboxes(tenant_id: int, config_id: str) -> list:
+    """The check sandboxes of one config (another test process on the same engine has its
+    own tenant 1, so the tenant alone does not tell whose they are)."""
     backend = DockerBackend({"host": DOCKER_HOST})
     try:
-        return backend.list({"sandlot_tenant_id": str(tenant_id), "sandlot_purpose": "check"},
+        return backend.list({"sandlot_tenant_id": str(tenant_id), "sandlot_purpose": "check",
+                             "sandlot_sandbox_config_id": config_id},
                             states=frozenset(SandboxState))
     finally:
         backend.close()
@@ -248,7 +251,7 @@ def test_deep_check_passes_and_leaves_no_sandbox_behind(two_tenants, admin_api, 
     assert "ran `echo sandlot-ok`" in by_name["sandbox_exec"]["message"]
     assert by_name["egress_available"]["message"] == f"reachable via {DENIED}:8080"
     assert data["ok"] is True and data["deep"] is True
-    assert check_sandboxes(a.tenant.id) == []
+    assert check_sandboxes(a.tenant.id, config["id"]) == []
     log = db.session.get(Job, data["job_id"]).log
     assert "sandbox_exec: ok" in log and "egress_available: ok" in log
 
