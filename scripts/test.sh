@@ -52,10 +52,14 @@ step "sandbox images" bash scripts/sandbox-image.sh
 # Same commands as `make lint`, run as two steps so both always report.
 step "ruff" .venv/bin/ruff check app tests bench
 step "lint-imports" .venv/bin/lint-imports
-step "pytest (sqlite, seed $SEED)" env -u TEST_DATABASE_URL \
-    "$PY" -m pytest -p no:cacheprovider -p randomly -q --randomly-seed="$SEED"
+# Two pytest-xdist workers (one per core; SANDLOT_TEST_WORKERS to change), each test file
+# on one worker so its module fixtures are built once; each worker has its own database.
+WORKERS="${SANDLOT_TEST_WORKERS:-2}"
+PYTEST=(-m pytest -p no:cacheprovider -p randomly -q --randomly-seed="$SEED"
+        -n "$WORKERS" --dist loadfile --durations=25)
+step "pytest (sqlite, seed $SEED)" env -u TEST_DATABASE_URL "$PY" "${PYTEST[@]}"
 step "pytest (postgres, seed $SEED)" env TEST_DATABASE_URL="$TEST_POSTGRES_URL" \
-    "$PY" -m pytest -p no:cacheprovider -p randomly -q --randomly-seed="$SEED"
+    "$PY" "${PYTEST[@]}"
 
 echo
 echo "==> summary"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pytest
 from flask import Flask, current_app
 from flask.testing import FlaskClient
+from hypothesis import settings
 from sqlalchemy import create_engine, make_url, select, text
 from sqlalchemy.exc import OperationalError
 from werkzeug.serving import make_server
@@ -23,6 +24,11 @@ from app.models import Job, Role, SandboxSession, Tenant, User
 from app.security import tokens
 from app.services import login_sessions, runs, sessions
 from tests import factories
+
+# Hypothesis checks properties, not speed: its per-example deadline (200 ms) fails tests on
+# a busy 2-core machine at random, which is exactly what the suite must not do.
+settings.register_profile("sandlot", deadline=None)
+settings.load_profile("sandlot")
 
 # `engine`: a client of the local Docker engine, for tests that look at sandboxes from
 # outside the app (a folder's conftest may define its own).
