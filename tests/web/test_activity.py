@@ -69,3 +69,12 @@ def test_bad_filters_are_ignored_not_errors(two_tenants, login_as):
 def test_activity_needs_a_signed_in_member(client):
     response = client.get("/activity")
     assert response.status_code == 302 and "/login" in response.headers["Location"]
+
+
+def test_the_sidebar_links_to_activity_for_every_member(two_tenants, login_as):
+    a, _ = two_tenants
+    page = login_as(a.viewer, a.tenant).get("/activity").get_data(as_text=True)
+    link = re.search(r'<a class="nav-item is-active" href="/activity"\s+aria-current="page">', page)
+    assert link, "the Activity item is in the sidebar and marked as the current page"
+    dashboard = login_as(a.viewer, a.tenant).get("/").get_data(as_text=True)
+    assert re.search(r'<a class="nav-item" href="/activity"', dashboard)
