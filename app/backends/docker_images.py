@@ -10,7 +10,7 @@ import re
 
 import docker
 
-from app.backends.base import BackendError, TemplateInfo
+from app.backends.base import BackendError, TemplateBuild, TemplateInfo, Unsupported
 
 SNAPSHOT_REPO = "sandlot/snapshot"
 SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
@@ -62,3 +62,15 @@ class DockerImages:
         tags = {tag for image in images for tag in image.get("RepoTags") or ()
                 if "<none>" not in tag}
         return [TemplateInfo(id=tag, name=tag) for tag in sorted(tags)]
+
+    # Docker images are built on the host (scripts/sandbox-image.sh), never by the console.
+    def build_template(self, name: str, image: str,
+                       tags: tuple[str, ...] = ("default",)) -> TemplateBuild:
+        raise Unsupported("Docker has no template builds; build the image on the engine")
+
+    def build_status(self, template_id: str, build_id: str) -> TemplateBuild:
+        raise Unsupported("Docker has no template builds")
+
+    def delete_template(self, template_id: str) -> None:
+        raise Unsupported("Docker has no template builds")
+

@@ -11,6 +11,7 @@ isolation), which is why the index is not a container.
 from __future__ import annotations
 
 import base64
+import fcntl
 import hashlib
 import io
 import os
@@ -21,10 +22,14 @@ import time
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 NETNS, VETH_HOST, VETH_NS = "sandlot-skill-index", "slsi-host", "slsi-ns"
+# The namespace and links have fixed names: another test process on this machine waits here
+# instead of tearing down an index that is in use.
+INDEX_LOCK = Path("/run/lock/sandlot-package-index.lock")
 HOST_IP, INDEX_IP, PORT = "198.19.77.1", "198.19.77.10", 8000
 
 
@@ -74,7 +79,7 @@ def _teardown() -> None:
     sh("ip", "netns", "del", NETNS, check=False)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def package_index(tmp_path_factory) -> Iterator[Index]:
     if os.geteuid() != 0 or not shutil.which("ip"):
         pytest.skip("the package index namespace needs root and iproute2")
@@ -85,6 +90,9 @@ def package_index(tmp_path_factory) -> Iterator[Index]:
     simple.mkdir(parents=True)
     (simple / name).write_bytes(data)
     (simple / "index.html").write_text(f'<a href="{name}">{name}</a>\n')
+    INDEX_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    lock = INDEX_LOCK.open("a")
+    fcntl.flock(lock, fcntl.LOCK_EX)
     _teardown()  # a killed earlier run's leftovers
     sh("ip", "netns", "add", NETNS)
     try:
@@ -105,6 +113,7 @@ def package_index(tmp_path_factory) -> Iterator[Index]:
         server.wait(timeout=10)
     finally:
         _teardown()
+        lock.close()  # releases the lock
 
 
 def _wait_up(server: subprocess.Popen) -> None:

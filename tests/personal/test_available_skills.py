@@ -24,14 +24,15 @@ def test_only_enabled_ready_skills_of_that_config(two_tenants, bearer, key_clien
     body = viewer.get(f"{SKILLS}?sandbox_config_id={cfg}").json
     assert body == {"success": True, "skills_available": True, "data": [
         {"name": "alpha", "description": "does alpha"},
-        {"name": "bravo", "description": "does bravo"}]}
+        {"name": "bravo", "description": "does bravo"}], "next_cursor": None, "total": 2}
     ready.enabled = False
     db.session.commit()
     names = [s["name"] for s in viewer.get(f"{SKILLS}?sandbox_config_id={cfg}").json["data"]]
     assert names == ["alpha"]
     empty = config(a.tenant, "three")
     assert viewer.get(f"{SKILLS}?sandbox_config_id={empty}").json == {
-        "success": True, "data": [], "skills_available": False}
+        "success": True, "data": [], "skills_available": False, "next_cursor": None,
+        "total": 0}
     assert bearer(b.owner, b.tenant).get(f"{SKILLS}?sandbox_config_id={cfg}").status_code == 404
     assert key_client(a.tenant).get(f"{SKILLS}?sandbox_config_id={cfg}").status_code == 403
     assert viewer.get(f"{SKILLS}?sandbox_config_id=x&other=1").status_code == 400

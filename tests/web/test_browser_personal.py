@@ -9,6 +9,7 @@ import re
 import time
 
 import pytest
+from playwright.sync_api import expect
 from sqlalchemy import select
 
 from app.extensions import db
@@ -76,10 +77,9 @@ def _story(tab, group, skill_id, actor):
     wide.get_by_role("button", name="Add").click()
     tab.get_by_text("Saved MY_REGION.").wait_for()
     assert "eu-west-secret" not in tab.content()
-    for close in tab.locator(".flash [data-dismiss]").all():
-        if close.is_visible():
-            close.click()
-    tab.locator(".flash").first.wait_for(state="detached")
+    # Success flashes close by themselves after 6 s; clicking them races that on a busy
+    # machine, so wait for every one to go.
+    expect(tab.locator(".flash")).to_have_count(0, timeout=15_000)
     tab.set_viewport_size({"width": 1440, "height": 900})
     tab.mouse.move(0, 0)
     shot(tab, "personal-variables.png")

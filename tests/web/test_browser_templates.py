@@ -14,6 +14,7 @@ from app.services import audit
 from app.services import sandbox_configs as service
 from tests import factories
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, RUN_ID, require_docker
+from tests.web._support import confirm
 from tests.web.test_browser import shot, sign_in
 from tests.web.test_browser_endpoints import SIZES, no_horizontal_scroll, page_at
 
@@ -95,10 +96,10 @@ def test_rebuild_switches_the_config_to_a_fresh_template(chromium, live_server, 
                                                          fake):
     with page_at(chromium, live_server, SIZES[""]) as page:
         page.set_default_timeout(30_000)
-        page.on("dialog", lambda dialog: dialog.accept())
         sign_in(page, workspace.admin.email)
         drawer = open_editor(page)
         drawer.get_by_role("button", name="Rebuild standard").click()
+        assert "Every config of this account that uses it switches" in confirm(page)
         build = drawer.locator("#template-build .template-build")
         build.locator(".status", has_text="Ready").wait_for()
         built = fake.template_named("sandlot-standard-")

@@ -136,7 +136,7 @@ def test_every_item_links_to_its_page_for_an_admin(two_tenants, login_as):
     assert f'href="/skills/installs/{made["failed"].id}">broken-0</a>' in page
     assert "Install failed" in page and "busy-0" in page and "Installing" in page
     assert "fine-0" not in page  # a ready install needs no attention
-    assert '<a href="/sandboxes">added sandbox config “docker passed 0” (docker)</a>' in page
+    assert '<a href="/sandboxes">tests added sandbox config “docker passed 0” (docker).</a>' in page
 
 
 def test_a_viewer_sees_only_their_sessions_and_pages_they_may_open(two_tenants, login_as):
