@@ -20,6 +20,7 @@ from app.models import (
     User,
 )
 from app.services import api_keys, personal_env, sessions, users
+from app.web._format import describe_event
 from tests import factories
 from tests.sweeps import world
 from tests.sweeps.routes import make_sandbox_config
@@ -70,6 +71,7 @@ def test_a_removed_member_invited_back_does_not_get_their_old_values(two_tenants
     assert event is not None and event.object_id == str(a.contributor.id)
     assert event.data == {"count": 2, "reason": "member removed"}
     assert SECRET not in str(event.data)
+    assert describe_event(event) == "deleted 2 personal variable value(s) of a departing member"
 
     users.grant(a.tenant, a.contributor, Role.contributor)  # invited back
     db.session.commit()
