@@ -11,6 +11,7 @@ Registered for every test by the root conftest's `pytest_plugins`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import docker
@@ -23,11 +24,15 @@ from tests.backends.conftest import DOCKER_HOST
 SNAPSHOT_LABEL = "sandlot.snapshot"
 CONFIG_LABEL = "sandlot_sandbox_config_id"
 CREATED_CONFIGS: set[str] = set()
+# config id -> the test that created it, so a leak names the test to fix, not just the image
+CREATED_BY: dict[str, str] = {}
 
 
 @event.listens_for(SandboxConfig, "after_insert")
 def _note_config(_mapper, _connection, target: SandboxConfig) -> None:
     CREATED_CONFIGS.add(str(target.id))
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+    CREATED_BY[str(target.id)] = test or "a session fixture"
 
 
 def snapshot_owner(tags: list[str], labels: dict[str, str]) -> str | None:
@@ -44,13 +49,19 @@ def snapshot_owner(tags: list[str], labels: dict[str, str]) -> str | None:
 
 def leftover_snapshots(client: docker.DockerClient, config_ids: set[str]) -> list[str]:
     """Tags of the snapshot images on the engine that belong to `config_ids`."""
-    wanted = config_ids | {c.replace("-", "").lower() for c in config_ids}
-    found = []
+    return sorted(leftovers_by_config(client, config_ids))
+
+
+def leftovers_by_config(client: docker.DockerClient, config_ids: set[str]) -> dict[str, str]:
+    """Tag -> owning config id, for the snapshot images of `config_ids` on the engine."""
+    wanted = {c: c for c in config_ids} | {c.replace("-", "").lower(): c for c in config_ids}
+    found = {}
     for image in client.images.list(filters={"label": SNAPSHOT_LABEL}):
         owner = snapshot_owner(image.tags, image.labels or {})
         if owner in wanted:
-            found.extend(image.tags or [image.id])
-    return sorted(found)
+            for tag in image.tags or [image.id]:
+                found[tag] = wanted[owner]
+    return found
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -64,7 +75,7 @@ def _no_snapshot_outlives_the_run() -> Iterator[None]:
     except docker.errors.DockerException:
         return  # no engine, so no image either
     try:
-        leaked = leftover_snapshots(client, set(CREATED_CONFIGS))
+        leaked = leftovers_by_config(client, set(CREATED_CONFIGS))
         for tag in leaked:
             try:
                 client.images.remove(tag, noprune=False)
@@ -73,5 +84,7 @@ def _no_snapshot_outlives_the_run() -> Iterator[None]:
     finally:
         client.close()
     if leaked:
+        named = "; ".join(f"{tag} (config made by {CREATED_BY.get(config, '?')})"
+                          for tag, config in sorted(leaked.items()))
         pytest.fail("snapshot images left on the engine by this run's sandbox configs "
-                    f"(a fixture did not release them): {', '.join(leaked)}", pytrace=False)
+                    f"(a fixture did not release them): {named}", pytrace=False)
