@@ -13,7 +13,7 @@ from app.auth.pepper import api_key_pepper
 from app.errors import AppError
 from app.extensions import db
 from app.models import Role
-from app.services import api_keys, audit, secrets, users
+from app.services import api_keys, audit, member_exit, secrets, users
 from app.services.demo import seed_demo
 
 tenants_cli = AppGroup("tenants", help="Manage workspaces.")
@@ -70,6 +70,19 @@ def create_user(email: str, password: str, tenant_name: str | None, role: str) -
         _fail(err)
     where = f" in {tenant.name} as {role}" if tenant is not None else ""
     click.echo(f"user {user.email} (id {user.id}){where}")
+
+
+@users_cli.command("delete")
+@click.argument("email")
+def delete_user(email: str) -> None:
+    """Delete a user everywhere: memberships, keys, personal values; sessions closed."""
+    user = users.find_user(email)
+    if user is None:
+        raise click.ClickException(f"no user with email {users.normalise_email(email)}")
+    user_id, tenants = user.id, len(user.memberships)
+    closed = member_exit.delete_user(user, audit.SystemActor("cli"))
+    click.echo(f"deleted user {user_id} from {tenants} workspace(s); {closed} session(s) "
+               "closed, their sandboxes queued for removal")
 
 
 @keys_cli.command("create")

@@ -32,7 +32,8 @@ settings.load_profile("sandlot")
 
 # `engine`: a client of the local Docker engine, for tests that look at sandboxes from
 # outside the app (a folder's conftest may define its own).
-pytest_plugins = ["tests.docker_engine"]
+# `tests.snapshot_guard`: the run fails if a snapshot image of its configs outlives it.
+pytest_plugins = ["tests.docker_engine", "tests.snapshot_guard"]
 
 CSRF_META = re.compile(r'<meta name="csrf-token" content="([^"]+)"')
 # How long cleanup waits for a test's jobs and requests before it names them and fails.

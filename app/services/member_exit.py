@@ -1,5 +1,6 @@
-"""What leaves with a member (decisions 11): the API keys they created are revoked at
-once; their sessions' sandboxes are destroyed by a job, because a provider may be slow."""
+"""What leaves with a member (decisions 11): the API keys they created are revoked and
+their personal variable values deleted at once, in the removal's transaction; their
+sessions' sandboxes are destroyed by a job, because a provider may be slow."""
 
 from __future__ import annotations
 
@@ -13,13 +14,14 @@ from app.errors import Unavailable
 from app.extensions import db
 from app.models import ApiKey, Membership, SandboxSession, Tenant, User
 from app.models.types import utcnow
-from app.services import Actor, audit, job_limits, jobs, session_end
+from app.services import Actor, audit, job_limits, jobs, personal_env, session_end
 
 log = logging.getLogger("sandlot.members")
 JOB_KIND = "end_member_sessions"
 
 
-def revoke_keys_of(tenant: Tenant, actor: Actor, user: User) -> int:
+def revoke_keys_of(tenant: Tenant, actor: Actor, user: User,
+                   reason: str = "member removed") -> int:
     """Revoke the usable keys `user` created in `tenant` (joins the caller's transaction)."""
     query = select(ApiKey).where(ApiKey.tenant_id == tenant.id, ApiKey.created_by_id == user.id,
                                  ApiKey.revoked_at.is_(None))
@@ -27,8 +29,48 @@ def revoke_keys_of(tenant: Tenant, actor: Actor, user: User) -> int:
     for key in keys:
         key.revoked_at = utcnow()
         audit.record(tenant, actor, "api_key.revoked", "api_key", key.id,
-                     {"name": key.name, "prefix": key.prefix, "reason": "member removed"})
+                     {"name": key.name, "prefix": key.prefix, "reason": reason})
     return len(keys)
+
+
+def forget_values_of(tenant: Tenant, actor: Actor, user: User, reason: str) -> int:
+    """Delete the personal variable values `user` stored in `tenant` (joins the caller's
+    transaction), so someone invited back later starts with none of them. Audited with
+    the count only: names and values stay out of the log."""
+    count = personal_env.forget_principal(personal_env.Who.user(tenant, user))
+    if count:
+        audit.record(tenant, actor, "personal_env.forgotten", "user", user.id,
+                     {"count": count, "reason": reason})
+    return count
+
+
+def leave(tenant: Tenant, actor: Actor, membership: Membership, reason: str) -> None:
+    """Everything a removal does inside its transaction: the audit line, the membership,
+    the member's keys and their personal values. The caller commits."""
+    user = membership.user
+    audit.record(tenant, actor, "member.removed", "membership", membership.id,
+                 {"email": user.email, "role": membership.role.value})
+    db.session.delete(membership)
+    revoke_keys_of(tenant, actor, user, reason)
+    forget_values_of(tenant, actor, user, reason)
+
+
+def delete_user(user: User, actor: Actor) -> int:
+    """Delete a user everywhere (`flask users delete`), in one transaction: every
+    membership leaves as a removal does, their sessions are closed with their sandboxes
+    queued for the removal sweeper, and the user row goes. Returns the sessions closed."""
+    closed = 0
+    for membership in list(user.memberships):
+        tenant = membership.tenant
+        leave(tenant, actor, membership, "user deleted")
+        query = select(SandboxSession).where(SandboxSession.tenant_id == tenant.id,
+                                             SandboxSession.user_id == user.id)
+        for session in list(db.session.scalars(query)):
+            session_end.close(tenant, actor, session, "user deleted")
+            closed += 1
+    db.session.delete(user)
+    db.session.commit()
+    return closed
 
 
 def schedule_session_end(tenant: Tenant, actor: Actor, user_id: int) -> None:

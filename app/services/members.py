@@ -132,17 +132,15 @@ def change_role(
 
 
 def remove_member(tenant: Tenant, actor: Actor, actor_role: Role, membership: Membership) -> None:
-    """Remove a member; the API keys they created go with them, and so do their sandboxes."""
+    """Remove a member; the API keys they created and their personal variable values go
+    with them in the same transaction, and their sandboxes follow by a job."""
     check_may_grant(actor_role, membership.role)
     if membership.role == Role.owner:
         _keep_an_owner(tenant, "remove")
-    user = membership.user
-    audit.record(tenant, actor, "member.removed", "membership", membership.id,
-                 {"email": user.email, "role": membership.role.value})
-    db.session.delete(membership)
-    member_exit.revoke_keys_of(tenant, actor, user)
+    user_id = membership.user_id
+    member_exit.leave(tenant, actor, membership, "member removed")
     db.session.commit()
-    member_exit.schedule_session_end(tenant, actor, user.id)
+    member_exit.schedule_session_end(tenant, actor, user_id)
 
 
 def check_may_grant(actor_role: Role, role: Role) -> None:

@@ -177,6 +177,16 @@ def forget_config(config_id: str) -> None:
         PersonalEnvVar.sandbox_config_id == config_id))
 
 
+def forget_principal(who: Who) -> int:
+    """Delete every value `who` stored in their tenant (a member leaving); joins the
+    caller's transaction and returns how many rows went."""
+    result = db.session.execute(delete(PersonalEnvVar).where(
+        PersonalEnvVar.tenant_id == who.tenant_id,
+        PersonalEnvVar.principal_type == who.principal_type,
+        PersonalEnvVar.principal_id == who.principal_id))
+    return result.rowcount or 0
+
+
 # -- reading ------------------------------------------------------------------------------
 
 @dataclass(frozen=True)

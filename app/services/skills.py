@@ -36,7 +36,7 @@ from app.extensions import db
 from app.models import InstalledSkill, InstallStatus, SandboxConfig, SkillCatalogEntry, Tenant
 from app.models.types import utcnow
 from app.security.safe_http import SafeHTTPClient
-from app.services import Actor, audit, skill_files, skill_sources
+from app.services import Actor, audit, skill_display, skill_files, skill_sources
 from app.services.installs import accept
 from app.services.installs.accept import JOB_KIND  # noqa: F401  (re-exported)
 from app.services.skill_bundles import Bundle, invalid, max_bundle_mb, normalize, sniff
@@ -191,6 +191,7 @@ def list_catalog(tenant: Tenant) -> list[dict[str, Any]]:
     entries = list(db.session.scalars(select(SkillCatalogEntry).where(
         SkillCatalogEntry.tenant_id == tenant.id, SkillCatalogEntry.deleted_at.is_(None))
         .order_by(SkillCatalogEntry.name)))
+    skill_display.fill_missing(entries, store)  # rows older than display names
     configs = _live_configs(tenant)
     by_catalog: dict[str, list[InstalledSkill]] = defaultdict(list)
     for row in _installs(tenant, configs):

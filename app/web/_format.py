@@ -95,6 +95,7 @@ _SENTENCES = {
     "member.added": "added {email} as {role}",
     "member.role_changed": "changed {email} from {from} to {to}",
     "member.removed": "removed {email} ({role})",
+    "personal_env.forgotten": "deleted {count} personal variable value(s) of a departing member",
     "invitation.created": "invited {email} as {role}",
     "invitation.revoked": "revoked the invitation of {email}",
     "invitation.accepted": "joined as {role} by invitation",

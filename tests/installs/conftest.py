@@ -7,7 +7,9 @@ from __future__ import annotations
 import io
 import time
 from collections.abc import Callable, Iterator
+from contextlib import closing
 
+import docker
 import pytest
 from sqlalchemy import select
 
@@ -19,8 +21,8 @@ from app.models import (
     SandboxConfig,
     SandboxSession,
     SkillSnapshot,
-    SnapshotState,
 )
+from tests import snapshot_guard
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, require_docker
 from tests.fakes import skill_registry
 from tests.fakes.skill_archives import make_zip, skill_md
@@ -74,13 +76,20 @@ def _cleanup(engine: DockerBackend) -> None:
             engine.delete(session.sandbox_id)
     for sandbox in install_boxes(engine):
         engine.delete(sandbox.id)
-    for row in db.session.scalars(select(SkillSnapshot).where(
-            SkillSnapshot.state != SnapshotState.deleted)):
-        if row.snapshot_id:
-            try:
-                engine.delete_snapshot(row.snapshot_id)
-            except Exception:  # noqa: BLE001 - best effort; a later test run retries
-                pass
+    # Every snapshot image of this test's configs, whatever its row says: a row can be gone,
+    # marked deleted, or still `building` without its id while the commit already made the
+    # image (a stopped or crashed install). The session-end check (tests/snapshot_guard.py)
+    # names any that still stays.
+    configs = set(db.session.scalars(select(SandboxConfig.id)))
+    refs = {row.snapshot_id for row in db.session.scalars(select(SkillSnapshot))
+            if row.snapshot_id}
+    with closing(docker.DockerClient(base_url=DOCKER_HOST, timeout=60)) as client:
+        refs.update(snapshot_guard.leftover_snapshots(client, configs))
+    for ref in sorted(refs):
+        try:
+            engine.delete_snapshot(ref)
+        except Exception:  # noqa: BLE001 - best effort; the session-end check names it
+            pass
 
 
 def install_boxes(engine: DockerBackend) -> list:

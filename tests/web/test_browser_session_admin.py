@@ -5,6 +5,7 @@ in headless Chromium against the live server and the real Docker engine. Screens
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import select
@@ -13,6 +14,7 @@ from app.backends.base import SandboxNotFound
 from app.backends.docker import DockerBackend
 from app.extensions import db
 from app.models import Job, SandboxSession
+from app.models.types import utcnow
 from app.services import audit, session_end, sessions
 from app.services import sandbox_configs as service
 from tests import factories
@@ -56,6 +58,17 @@ def test_admin_ends_a_members_session_from_the_inventory(tab, workspace):
     drawer = open_drawer(tab, group.admin.email)
     row = drawer.locator(f"#config-session-{live_id}")
     assert group.contributor.email in row.inner_text() and "Sandbox live" in row.inner_text()
+    used = db.session.get(SandboxSession, live_id)
+    used.last_used_at = utcnow() - timedelta(minutes=5)
+    db.session.commit()
+    tab.reload()
+    drawer.get_by_text("Members' sessions on this config").wait_for()
+    holder = drawer.locator(".inventory-holder")  # the provider's list, named for people
+    assert holder.count() == 1
+    assert holder.locator(".admin-session-title").inner_text() == "Data cleanup"
+    assert group.contributor.email in holder.inner_text() and "used 5 min" in holder.inner_text()
+    assert holder.locator("code").get_attribute("title") == f"Session {live_id}"
+    assert live_id not in holder.inner_text()  # the id is a tooltip, not the label
     idle = drawer.locator(".admin-session", has_text="Quick look")
     assert group.viewer.email in idle.inner_text() and "No sandbox" in idle.inner_text()
     tab.mouse.move(0, 0)
