@@ -21,7 +21,7 @@ from app.models.types import utcnow
 from app.services import api_keys as key_service
 from app.tenancy import current_tenant, get_or_404, principal
 from app.web import bp
-from app.web._helpers import attach_error, done, page_or_fragment
+from app.web._helpers import attach_error, confirm_page, done, page_or_fragment
 
 CAPABILITY_HELP = {
     "manage_vector_stores": "Test a sandbox config's connection through the API (the "
@@ -98,6 +98,16 @@ def create_api_key():
             return (*response, {"Cache-Control": "no-store"})
     return page_or_fragment("api_keys/index.html", "api_keys/_panel.html", status,
                             **_context(form))
+
+
+@bp.get("/api-keys/<int:key_id>/revoke")
+@guard(Role.admin)
+def confirm_revoke_api_key(key_id: int):
+    """Without JavaScript the Revoke button lands here and asks first."""
+    key = get_or_404(ApiKey, key_id, "API key")
+    return confirm_page(f"Revoke “{key.name}”?", "Revoke",
+                        url_for("web.revoke_api_key", key_id=key.id), url_for("web.api_keys"),
+                        "Anything using it stops working at once.")
 
 
 @bp.post("/api-keys/<int:key_id>/revoke")

@@ -35,7 +35,7 @@ from app.services import sandbox_configs as service
 from app.services.sandbox_configs import Inventory
 from app.tenancy import current_tenant, get_or_404, principal
 from app.web import bp, sandbox_sessions
-from app.web._helpers import notice
+from app.web._helpers import confirm_page, notice
 from app.web.sandboxes_form import (
     BACKENDS,
     BLOCK_FIELDS,
@@ -422,6 +422,21 @@ def _inventory(row: SandboxConfig, inventory: Inventory, message: str | None = N
 def sandbox_inventory(config_id):
     row = get_or_404(SandboxConfig, str(config_id), "sandbox config")
     return _inventory(row, service.take_inventory(row))
+
+
+@bp.get("/sandboxes/<uuid:config_id>/delete")
+@guard(Role.admin)
+def confirm_delete_sandbox(config_id):
+    """Without JavaScript a Delete (or Force delete) button lands here and asks first."""
+    row = get_or_404(SandboxConfig, str(config_id), "sandbox config")
+    action = url_for("web.delete_sandbox", config_id=row.id, force="1" if _force() else None)
+    if _force():
+        return confirm_page(f"Force delete “{row.name}”?", "Force delete", action,
+                            url_for("web.sandbox_inventory", config_id=row.id),
+                            "Every member's session on it ends; their sandboxes are removed "
+                            "as soon as the provider allows.")
+    return confirm_page(f"Delete “{row.name}”?", "Delete", action, url_for("web.sandboxes"),
+                        "Sandlot first checks that no sandbox created from it is still live.")
 
 
 @bp.post("/sandboxes/<uuid:config_id>/delete")
