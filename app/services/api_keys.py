@@ -123,8 +123,10 @@ def _validate(name: str, full_access: bool, capabilities: list[str], expires_at)
         errors.append({"field": "name", "message": "Use at most 100 characters."})
     for index, capability in enumerate(capabilities):
         if capability not in CAPABILITIES:
-            errors.append({"field": f"capabilities[{index}]",
-                           "message": f"Unknown capability; use one of {', '.join(CAPABILITIES)}."})
+            # The sentence names what a key may do; the machine names go in `allowed`.
+            errors.append({"field": f"capabilities[{index}]", "allowed": list(CAPABILITIES),
+                           "message": "Unknown capability: a key can only be allowed to run "
+                                      "sandbox checks."})
     if not full_access and not capabilities:
         errors.append({"field": "capabilities",
                        "message": "Choose full access or at least one capability."})

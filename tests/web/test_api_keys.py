@@ -5,7 +5,10 @@ from __future__ import annotations
 import re
 from datetime import UTC, date, datetime, timedelta
 
+import pytest
+
 from app.auth.pepper import api_key_pepper
+from app.errors import ValidationFailed
 from app.extensions import db
 from app.models import ApiKey
 from app.services import api_keys as key_service
@@ -192,3 +195,18 @@ def test_a_revoke_on_page_2_shows_page_2_again(two_tenants, login_as):
     body = text(response)
     assert response.status_code == 200 and "51–60 of 60" in body
     assert "key-005" in body and "key-059" not in body
+
+
+def test_an_unknown_capability_is_refused_in_words_with_the_machine_field_kept(two_tenants):
+    """The sentence names what a key may do, not `manage_vector_stores`; the API still
+    gets the field path and the allowed values in the details."""
+    a, _ = two_tenants
+    with pytest.raises(ValidationFailed) as caught:
+        key_service.create_key(a.tenant, audit.SystemActor("x@example.test"), name="k",
+                               full_access=False, capabilities=["delete_everything"],
+                               expires_at=None, pepper=factories.PEPPER)
+    assert caught.value.message == \
+        "Unknown capability: a key can only be allowed to run sandbox checks."
+    assert "_" not in caught.value.message
+    (error,) = caught.value.errors
+    assert error["field"] == "capabilities[0]" and error["allowed"] == ["manage_vector_stores"]
