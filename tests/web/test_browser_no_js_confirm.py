@@ -5,9 +5,11 @@ until that second click. With htmx the popover asks instead (test_browser_dialog
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import select
 
 from app.extensions import db
-from app.models import ApiKey, SandboxConfig, SkillCatalogEntry
+from app.models import ApiKey, Invitation, Membership, Role, SandboxConfig, SkillCatalogEntry
+from app.services import audit, invitations
 from tests import factories
 from tests.api.test_paging import add_configs
 from tests.sweeps import routes
@@ -77,3 +79,30 @@ def test_delete_a_config_and_a_skill_without_javascript_asks_first(no_js):
     no_js.get_by_text("from the catalog.").wait_for()
     db.session.expire_all()
     assert db.session.get(SkillCatalogEntry, skill_id).deleted_at is not None
+
+
+def test_remove_a_member_and_revoke_an_invitation_without_javascript_asks_first(no_js):
+    group = factories.populate("Acme Research")
+    owner = audit.SystemActor(group.owner.email)
+    invitation, _ = invitations.create_invitation(group.tenant, owner, Role.owner,
+                                                  "sam@acme-research.test", Role.viewer)
+    invitation_id, viewer_id = invitation.id, group.viewer.id
+    sign_in(no_js, group.admin.email)
+    no_js.goto("/members")
+    no_js.locator(f"form[action$='/invitations/{invitation_id}/revoke'] button").click()
+    no_js.get_by_role("heading", name="Revoke the invitation of sam@acme-research.test?").wait_for()
+    db.session.expire_all()
+    assert db.session.get(Invitation, invitation_id).revoked_at is None
+    no_js.locator(".confirm-page button:text-is('Revoke')").click()
+    no_js.get_by_text("Revoked the invitation of sam@acme-research.test").wait_for()
+    db.session.expire_all()
+    assert db.session.get(Invitation, invitation_id).revoked_at is not None
+
+    row = db.session.scalar(select(Membership).where(Membership.user_id == viewer_id))
+    no_js.locator(f"form[action$='/members/{row.id}/remove'] button").click()
+    no_js.locator(".confirm-page h1", has_text=f"Remove {group.viewer.email}").wait_for()
+    assert db.session.get(Membership, row.id) is not None
+    no_js.locator(".confirm-page button:text-is('Remove')").click()
+    no_js.get_by_text(f"Removed {group.viewer.email}").wait_for()
+    db.session.expire_all()
+    assert db.session.scalar(select(Membership).where(Membership.user_id == viewer_id)) is None
