@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from app.errors import Conflict, ValidationFailed
 from app.extensions import db
@@ -20,6 +21,32 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 def list_keys(tenant: Tenant) -> list[ApiKey]:
     query = select(ApiKey).where(ApiKey.tenant_id == tenant.id).order_by(ApiKey.id.desc())
     return list(db.session.scalars(query))
+
+
+@dataclass
+class KeyPage:
+    """One numbered page of a workspace's API keys (the API keys page, like Members)."""
+
+    rows: list[ApiKey]
+    total: int
+    page: int
+    per_page: int
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.per_page))
+
+
+def page_keys(tenant: Tenant, page: int = 1, per_page: int = 50) -> KeyPage:
+    """The workspace's keys newest first, page `page` (clamped to the last): two statements
+    whatever the number of keys."""
+    total = db.session.scalar(
+        select(func.count()).select_from(ApiKey).where(ApiKey.tenant_id == tenant.id)) or 0
+    page = min(max(1, page), max(1, -(-total // per_page)))
+    rows = db.session.scalars(select(ApiKey).where(ApiKey.tenant_id == tenant.id)
+                              .order_by(ApiKey.id.desc())
+                              .offset((page - 1) * per_page).limit(per_page))
+    return KeyPage(list(rows), total, page, per_page)
 
 
 def keys_page(tenant: Tenant, window: paging.Window) -> paging.Slice[ApiKey]:
@@ -96,8 +123,10 @@ def _validate(name: str, full_access: bool, capabilities: list[str], expires_at)
         errors.append({"field": "name", "message": "Use at most 100 characters."})
     for index, capability in enumerate(capabilities):
         if capability not in CAPABILITIES:
-            errors.append({"field": f"capabilities[{index}]",
-                           "message": f"Unknown capability; use one of {', '.join(CAPABILITIES)}."})
+            # The sentence names what a key may do; the machine names go in `allowed`.
+            errors.append({"field": f"capabilities[{index}]", "allowed": list(CAPABILITIES),
+                           "message": "Unknown capability: a key can only be allowed to run "
+                                      "sandbox checks."})
     if not full_access and not capabilities:
         errors.append({"field": "capabilities",
                        "message": "Choose full access or at least one capability."})

@@ -62,7 +62,7 @@ def get_installed(config: SandboxConfig, skill_id: str) -> InstalledSkill:
     row = db.session.get(InstalledSkill, skill_id) if len(skill_id) <= 36 else None
     if row is None or row.sandbox_config_id != config.id or row.deleted_at is not None \
             or row.tenant_id != config.tenant_id:
-        raise NotFound("skill not found")
+        raise NotFound("No such skill is installed on this sandbox config.")
     return row
 
 
@@ -188,7 +188,9 @@ def update(tenant: Tenant, actor: Actor, row: InstalledSkill, enabled: bool | No
     """PATCH: `enabled` and/or admin `envs` values, checked in full before anything is
     written. Only declared names; "" clears; "***" keeps; at most 8 KiB a value."""
     if enabled is None and envs is None:
-        raise BadRequest("enabled or envs is required")
+        # In words people read; the API's field names stay in the details.
+        raise BadRequest("Nothing to change: turn the skill on or off, or set its variables.",
+                         data={"fields": ["enabled", "envs"]})
     values = _new_values(row, envs) if envs is not None else None
     changed = []
     if enabled is not None and enabled != row.enabled:
@@ -232,7 +234,7 @@ def stop(tenant: Tenant, actor: Actor, row: InstalledSkill) -> InstalledSkill:
     if row.status == InstallStatus.failed:
         return row
     if row.status != InstallStatus.installing:
-        raise BadRequest("skill is not installing")
+        raise BadRequest("This skill is not installing, so there is nothing to stop.")
     if control.stop(row):
         audit.record(tenant, actor, "installed_skill.stopped", "installed_skill", row.id,
                      {"name": row.name})

@@ -58,6 +58,13 @@ def keyset(stmt: Select, keys: Sequence[Any], window: Window, *, desc: bool = Fa
     return _cut(rows, window.limit, key_of or _attrs(keys), total)
 
 
+def count_before(stmt: Select, keys: Sequence[Any], values: Sequence[Any]) -> int:
+    """How many rows of `stmt` come before the row whose keys are `values` in the order of
+    `keys`: the 0-based position of that row, for a "51-100 of 120" label."""
+    before = stmt.where(_after(keys, values, desc=True)).order_by(None)
+    return db.session.scalar(select(func.count()).select_from(before.subquery())) or 0
+
+
 def in_memory(items: Sequence[T], key: Callable[[T], tuple], window: Window) -> Slice[T]:
     """The same paging for a list computed in Python (archive listings, grouped views)."""
     ordered = sorted(items, key=key)

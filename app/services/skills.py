@@ -358,7 +358,8 @@ def install(tenant: Tenant, actor: Actor, entry: SkillCatalogEntry,
                         code="workspace_scripts_disabled")
     ids = list(dict.fromkeys(i.strip() for i in config_ids if isinstance(i, str) and i.strip()))
     if not ids:
-        raise ValidationFailed.one("sandbox_config_ids", "at least one sandbox is required")
+        raise ValidationFailed.one("sandbox_config_ids",
+                                   "Choose at least one sandbox config to install the skill on.")
     installs, errors, failures, pending = {}, {}, [], []
     for config_id in ids:
         try:

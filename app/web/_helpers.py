@@ -43,3 +43,10 @@ def done(message: str, fragment: str, back_to: str, status: int = 200,
         return notice(render_template(fragment, **context), message, category), status
     flash(message, "error" if category == "error" else category)
     return redirect(safe_next(back_to))
+
+
+def confirm_page(question: str, verb: str, action: str, back: str, detail: str = ""):
+    """The question a delete or revoke asks without JavaScript (issue 15): its form is a GET
+    to the action's URL, which answers with this page; [verb] posts, Cancel goes back."""
+    return render_template("confirm.html", question=question, detail=detail, verb=verb,
+                           action=action, back=safe_next(back))

@@ -20,7 +20,7 @@ from app.services import invitations as invitation_service
 from app.services import members as member_service
 from app.tenancy import current_tenant, get_or_404, principal
 from app.web import bp
-from app.web._helpers import attach_error, done, page_or_fragment
+from app.web._helpers import attach_error, confirm_page, done, page_or_fragment
 
 ROLE_LABELS = [(role.value, role.value.capitalize()) for role in Role]
 PER_PAGE = 50
@@ -143,6 +143,16 @@ def create_invitation():
                             **_context(form))
 
 
+@bp.get("/members/invitations/<int:invitation_id>/revoke")
+@guard(Role.admin)
+def confirm_revoke_invitation(invitation_id: int):
+    """Without JavaScript the Revoke button lands here and asks first."""
+    invitation = get_or_404(Invitation, invitation_id, "invitation")
+    return confirm_page(f"Revoke the invitation of {invitation.email}?", "Revoke",
+                        url_for("web.revoke_invitation", invitation_id=invitation.id),
+                        url_for("web.members"), "Its link stops working at once.")
+
+
 @bp.post("/members/invitations/<int:invitation_id>/revoke")
 @guard(Role.admin)
 def revoke_invitation(invitation_id: int):
@@ -175,6 +185,19 @@ def change_member_role(membership_id: int):
     if membership.user_id == who.user.id and not membership.role.at_least(Role.admin):
         return _left(message)
     return done(message, "members/_table.html", url_for("web.members"), **_context())
+
+
+@bp.get("/members/<int:membership_id>/remove")
+@guard(Role.admin)
+def confirm_remove_member(membership_id: int):
+    """Without JavaScript the Remove button lands here and asks first."""
+    membership = get_or_404(Membership, membership_id, "member")
+    detail = "The API keys they created are revoked and their sandboxes destroyed."
+    if membership.user_id == principal().user.id:
+        detail += " You will lose access to this workspace."
+    return confirm_page(f"Remove {membership.user.email} from {current_tenant().name}?",
+                        "Remove", url_for("web.remove_member", membership_id=membership.id),
+                        url_for("web.members"), detail)
 
 
 @bp.post("/members/<int:membership_id>/remove")

@@ -35,7 +35,7 @@ from app.services import sandbox_configs as service
 from app.services.sandbox_configs import Inventory
 from app.tenancy import current_tenant, get_or_404, principal
 from app.web import bp, sandbox_sessions
-from app.web._helpers import notice
+from app.web._helpers import confirm_page, notice
 from app.web.sandboxes_form import (
     BACKENDS,
     BLOCK_FIELDS,
@@ -129,31 +129,45 @@ def _filter() -> str:
 
 
 def _list_context() -> dict[str, Any]:
-    """One page of cards (PAGE_SIZE, by name) of the chosen backend matching the filter;
-    the next page is a signed cursor bound to this workspace, tab and filter."""
+    """One page of cards (PAGE_SIZE, by name) of the chosen backend matching the filter,
+    with its place in the list ("51-100 of 120"); the next and previous pages are signed
+    cursors (the last or first card's keys) bound to this workspace, tab and filter."""
     tenant, tab, text = current_tenant(), _tab(), _filter()
     counts = sandbox_lists.count_by_backend(tenant, text)
     tabs = [("", "All", sum(counts.values()))] + [(k, KIND_LABELS[k], counts.get(k, 0))
                                                   for k in BACKENDS]
     scope = json.dumps(["web.sandboxes", tenant.id, tab, text])
-    after = _after(scope) if request.method == "GET" else None
-    page = sandbox_lists.configs_page(tenant, paging.Window(PAGE_SIZE, after), by_name=True,
-                                      name_contains=text, sandbox_type=tab or None,
-                                      count=False)  # the tab's count is the total
-    page.total = counts.get(tab, 0) if tab else sum(counts.values())
+    get = request.method == "GET"
+    before = _cursor(scope, "before") if get else None
+    after = None if before or not get else _cursor(scope, "after")
+    which = {"by_name": True, "name_contains": text, "sandbox_type": tab or None}
+    page = sandbox_lists.configs_page(tenant, paging.Window(PAGE_SIZE, before or after),
+                                      count=False, backwards=before is not None, **which)
+    if before and not page.rows:  # nothing before it any more: the first page
+        page = sandbox_lists.configs_page(tenant, paging.Window(PAGE_SIZE), count=False,
+                                          **which)
+    total = counts.get(tab, 0) if tab else sum(counts.values())
+    start = sandbox_lists.position(tenant, page.rows[0], **which) \
+        if page.rows and (before or after) else 0
     here = {"backend": tab or None, "q": text or None}
-    next_url = url_for("web.sandboxes", **here, after=cursors.seal(
-        current_app.secret_key, scope, page.last_key)) if page.more and page.last_key else None
+
+    def link(direction: str, row) -> str:
+        return url_for("web.sandboxes", **here, **{direction: cursors.seal(
+            current_app.secret_key, scope, (row.name, row.id))})
+    more = page.more if not before else start + len(page.rows) < total
     return {"tenant": tenant, "tab": tab, "tabs": tabs, "total": sum(counts.values()),
             "kind_labels": KIND_LABELS, "q": text, "page_size": PAGE_SIZE,
-            "matching": page.total, "next_url": next_url,
-            "first_url": url_for("web.sandboxes", **here) if after else None,
+            "matching": total, "first_shown": start + 1, "last_shown": start + len(page.rows),
+            "next_url": link("after", page.rows[-1]) if more and page.rows else None,
+            "prev_url": link("before", page.rows[0]) if start > 0 else None,
+            "first_url": url_for("web.sandboxes", **here) if start > 0 else None,
             "cards": [card(r) for r in page.rows]}
 
 
-def _after(scope: str) -> tuple | None:
-    """The page's cursor; one from another tab, filter or workspace starts over."""
-    raw = request.args.get("after")
+def _cursor(scope: str, name: str) -> tuple | None:
+    """The page's `after` or `before` cursor; one from another tab, filter or workspace
+    starts over."""
+    raw = request.args.get(name)
     if not raw:
         return None
     try:
@@ -408,6 +422,21 @@ def _inventory(row: SandboxConfig, inventory: Inventory, message: str | None = N
 def sandbox_inventory(config_id):
     row = get_or_404(SandboxConfig, str(config_id), "sandbox config")
     return _inventory(row, service.take_inventory(row))
+
+
+@bp.get("/sandboxes/<uuid:config_id>/delete")
+@guard(Role.admin)
+def confirm_delete_sandbox(config_id):
+    """Without JavaScript a Delete (or Force delete) button lands here and asks first."""
+    row = get_or_404(SandboxConfig, str(config_id), "sandbox config")
+    action = url_for("web.delete_sandbox", config_id=row.id, force="1" if _force() else None)
+    if _force():
+        return confirm_page(f"Force delete “{row.name}”?", "Force delete", action,
+                            url_for("web.sandbox_inventory", config_id=row.id),
+                            "Every member's session on it ends; their sandboxes are removed "
+                            "as soon as the provider allows.")
+    return confirm_page(f"Delete “{row.name}”?", "Delete", action, url_for("web.sandboxes"),
+                        "Sandlot first checks that no sandbox created from it is still live.")
 
 
 @bp.post("/sandboxes/<uuid:config_id>/delete")

@@ -25,7 +25,7 @@ from app.services import skills as service
 from app.services.installs import stream
 from app.tenancy import current_tenant, get_or_404, principal, scoped
 from app.web import bp
-from app.web._helpers import notice
+from app.web._helpers import confirm_page, notice
 from app.web.sandboxes import KIND_LABELS
 from app.web.skills_form import Problems, Targets, submission
 
@@ -248,6 +248,16 @@ def _result(entry: SkillCatalogEntry, targets: Targets, installs: dict[str, str]
 
 
 # -- delete ----------------------------------------------------------------------------------
+
+@bp.get("/skills/<uuid:catalog_id>/delete")
+@guard(Role.admin)
+def confirm_delete_skill(catalog_id):
+    """Without JavaScript the Delete button lands here and asks first."""
+    entry = _entry(catalog_id)
+    return confirm_page(f"Delete {_named(entry)} from the catalog?", "Delete",
+                        url_for("web.delete_skill", catalog_id=entry.id),
+                        url_for("web.skills"), "Its bundle is deleted too.")
+
 
 @bp.post("/skills/<uuid:catalog_id>/delete")
 @guard(Role.admin)

@@ -47,7 +47,8 @@ def test_another_workspace_or_config_cannot_reach_a_skill(world):
                  f"/api/v1/sandbox-configs/{other_config}/skills/{skill}"):
         assert world["b_admin"].get(path).status_code == 404
     wrong = world["admin"].get(f"/api/v1/sandbox-configs/{other_config}/skills/{skill}")
-    assert wrong.status_code == 404 and wrong.json["error"]["message"] == "skill not found"
+    assert wrong.status_code == 404 and wrong.json["error"]["message"] == \
+        "No such skill is installed on this sandbox config."
     patched = world["b_admin"].patch(f"{world['base']}/{skill}", json={"enabled": False})
     assert patched.status_code == 404
     assert db.session.get(InstalledSkill, skill).enabled is True
@@ -87,7 +88,8 @@ def test_patch_is_all_or_nothing_and_only_for_declared_names(world):
     assert too_long.json["error"]["data"]["errors"][0]["message"] == "at most 8 KiB"
     empty = world["admin"].patch(base, json={})
     assert empty.status_code == 400 and empty.json["error"]["message"] == \
-        "enabled or envs is required"
+        "Nothing to change: turn the skill on or off, or set its variables."
+    assert empty.json["error"]["data"] == {"fields": ["enabled", "envs"]}  # the machine words
 
 
 def test_upload_registers_the_definition_and_installs_it_as_a_job(world):

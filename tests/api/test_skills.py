@@ -190,7 +190,7 @@ def test_an_empty_target_list_is_refused(world):
                                    json={"sandbox_config_ids": ["  "]})
     assert response.status_code == 400
     assert response.json["error"]["data"]["errors"][0]["message"] == \
-        "at least one sandbox is required"
+        "Choose at least one sandbox config to install the skill on."
 
 
 def test_installs_are_refused_while_the_workspace_kill_switch_is_on(world):

@@ -127,7 +127,7 @@ def test_stop_mid_install_kills_the_run_and_the_row_says_so(world):
     assert wait_for(skill_id).status == "ready"
     refused = admin.post(f"{base}/stop")
     assert refused.status_code == 400 and refused.json["error"]["message"] == \
-        "skill is not installing"
+        "This skill is not installing, so there is nothing to stop."
 
 
 def test_a_live_session_goes_stale_on_install_and_is_rebuilt_at_its_next_exec(world):

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, date, datetime, timedelta
 
+import pytest
+
 from app.auth.pepper import api_key_pepper
+from app.errors import ValidationFailed
 from app.extensions import db
 from app.models import ApiKey
 from app.services import api_keys as key_service
+from app.services import audit
 from tests import factories
-from tests.web._support import KEY_PATTERN, post_form, text
+from tests.web._support import KEY_PATTERN, htmx_headers, post_form, text
 
 
 def only_key(tenant) -> ApiKey:
@@ -150,3 +155,58 @@ def test_contributor_cannot_create_or_revoke(two_tenants, login_as):
     assert post_form(client, "/api-keys", {"name": "x", "full_access": "y"}).status_code == 403
     assert post_form(client, f"/api-keys/{key.id}/revoke").status_code == 403
     assert only_key(a.tenant).revoked_at is None
+
+
+def add_keys(tenant, count: int) -> list[ApiKey]:
+    actor = audit.SystemActor("seed@example.test")
+    return [key_service.create_key(tenant, actor, name=f"key-{i:03d}", full_access=True,
+                                   capabilities=[], expires_at=None,
+                                   pepper=factories.PEPPER)[0] for i in range(count)]
+
+
+def key_names(html: str) -> list[str]:
+    return re.findall(r'class="person-name">(key-\d+)<', html)
+
+
+def test_120_keys_are_paged_50_at_a_time_newest_first(two_tenants, login_as):
+    a, b = two_tenants
+    add_keys(a.tenant, 120)
+    add_keys(b.tenant, 3)
+    client = login_as(a.admin, a.tenant)
+    first = text(client.get("/api-keys"))
+    assert key_names(first) == [f"key-{i:03d}" for i in range(119, 69, -1)]
+    assert "1–50 of 120" in first and '<span class="count">120</span>' in first
+    assert 'href="/api-keys?page=2"' in first and 'rel="prev"' not in first
+    second = text(client.get("/api-keys?page=2"))
+    assert key_names(second) == [f"key-{i:03d}" for i in range(69, 19, -1)]
+    assert "51–100 of 120" in second and 'href="/api-keys?page=1"' in second
+    last = text(client.get("/api-keys?page=99"))  # clamped to the last page
+    assert key_names(last) == [f"key-{i:03d}" for i in range(19, -1, -1)]
+    assert "101–120 of 120" in last and 'rel="next"' not in last
+
+
+def test_a_revoke_on_page_2_shows_page_2_again(two_tenants, login_as):
+    a, _ = two_tenants
+    keys = add_keys(a.tenant, 60)
+    client = login_as(a.admin, a.tenant)
+    target = keys[5]  # newest first: on page 2
+    headers = {**htmx_headers(client), "HX-Current-URL": "http://localhost/api-keys?page=2"}
+    response = client.post(f"/api-keys/{target.id}/revoke", headers=headers)
+    body = text(response)
+    assert response.status_code == 200 and "51–60 of 60" in body
+    assert "key-005" in body and "key-059" not in body
+
+
+def test_an_unknown_capability_is_refused_in_words_with_the_machine_field_kept(two_tenants):
+    """The sentence names what a key may do, not `manage_vector_stores`; the API still
+    gets the field path and the allowed values in the details."""
+    a, _ = two_tenants
+    with pytest.raises(ValidationFailed) as caught:
+        key_service.create_key(a.tenant, audit.SystemActor("x@example.test"), name="k",
+                               full_access=False, capabilities=["delete_everything"],
+                               expires_at=None, pepper=factories.PEPPER)
+    assert caught.value.message == \
+        "Unknown capability: a key can only be allowed to run sandbox checks."
+    assert "_" not in caught.value.message
+    (error,) = caught.value.errors
+    assert error["field"] == "capabilities[0]" and error["allowed"] == ["manage_vector_stores"]

@@ -25,13 +25,24 @@ def test_pages_and_filter_box(tab, suffix):
     tab.goto("/sandboxes")
     cards = tab.locator(".sandbox-card")
     assert cards.count() == 50
-    tab.get_by_text("50 shown of 120").wait_for()
+    tab.get_by_text("1–50 of 120").wait_for()
     assert tab.evaluate("document.documentElement.scrollWidth") <= SIZES[suffix]["width"]
 
     tab.get_by_role("link", name="Next 50").click()
     tab.wait_for_url(re.compile(r"after="))
     tab.locator(".sandbox-card", has_text="cfg-0050").wait_for()
     assert cards.count() == 50 and "cfg-0000" not in tab.locator("#sandbox-list").inner_text()
+    tab.get_by_text("51–100 of 120").wait_for()
+    tab.mouse.move(0, 0)
+    tab.locator(".list-pager").scroll_into_view_if_needed()
+    shot(tab, f"sandboxes-pager{suffix}.png")  # First page, Previous 50 and Next 50
+    assert tab.evaluate("document.documentElement.scrollWidth") <= SIZES[suffix]["width"]
+    tab.get_by_role("link", name="Previous 50").click()
+    tab.wait_for_url(re.compile(r"before="))
+    tab.locator(".sandbox-card", has_text="cfg-0000").wait_for()
+    tab.get_by_text("1–50 of 120").wait_for()
+    tab.get_by_role("link", name="Next 50").click()
+    tab.get_by_text("51–100 of 120").wait_for()
     tab.get_by_role("link", name="First page").click()
     tab.locator(".sandbox-card", has_text="cfg-0000").wait_for()
 
@@ -47,6 +58,4 @@ def test_pages_and_filter_box(tab, suffix):
     tab.get_by_role("link", name="Next 50").wait_for()
     tab.mouse.move(0, 0)
     shot(tab, f"sandboxes-paged{suffix}.png")
-    tab.locator(".list-pager").scroll_into_view_if_needed()
-    shot(tab, f"sandboxes-pager{suffix}.png")
     assert tab.evaluate("document.documentElement.scrollWidth") <= SIZES[suffix]["width"]
