@@ -28,6 +28,7 @@ from app.backends.base import (
     ExecResult,
     SandboxNotFound,
     SandboxSpec,
+    SandboxStale,
     SandboxState,
 )
 from app.errors import Forbidden, NotFound, Unavailable, ValidationFailed
@@ -215,6 +216,10 @@ def exec_command(tenant: Tenant, user: User, session: SandboxSession, command: s
         try:
             result = backend.exec(sandbox_id, run, cwd=cwd, env=env, timeout_sec=timeout,
                                   output_limit=OUTPUT_LIMIT, **hooks)
+        except SandboxStale:  # a recent look no longer held: look again (resume/replace)
+            sandbox_id, reused = ensure_sandbox(session, config, backend)
+            result = backend.exec(sandbox_id, run, cwd=cwd, env=env, timeout_sec=timeout,
+                                  output_limit=OUTPUT_LIMIT, **hooks)
         except SandboxNotFound:  # it died between the check and the exec: replace it once
             _unbind(session)
             sandbox_id, reused = ensure_sandbox(session, config, backend)
@@ -268,8 +273,8 @@ def _usable(session: SandboxSession, config: SandboxConfig, backend: Backend) ->
     if session.stale or (_generation(config) > session.skill_generation and _rebuilds(config)):
         _discard(session, backend)
         return None
-    try:
-        info = backend.get(sandbox_id)
+    try:  # a look the engine's backend took moments ago will do (SandboxStale if wrong)
+        info = getattr(backend, "get_recent", backend.get)(sandbox_id)
     except SandboxNotFound:
         _unbind(session)
         return None
