@@ -76,7 +76,7 @@ class ExecOutcome:
 def create_session(tenant: Tenant, user: User, config_id: str, title: str = "") -> SandboxSession:
     if "\0" in title:
         raise ValidationFailed.one("title", "must not contain NUL")
-    config = _live_config(tenant, config_id)
+    config = _live_config(tenant.id, config_id)
     session = SandboxSession(id=str(uuid.uuid4()), tenant_id=tenant.id, user_id=user.id,
                              sandbox_config_id=config.id, title=title.strip()[:200],
                              binding_state=BindingState.none)
@@ -135,10 +135,25 @@ def destroy_sandboxes(session: SandboxSession) -> None:
 
 # -- execution ----------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class Prepared:
+    """What an exec's checks read (plain values, safe to hand to another thread): a run's
+    thread executes with it instead of reading the config, the caller and their personal
+    variables a second time moments after the request did."""
+
+    config_id: str
+    who: Who
+    skill: str | None
+    resolution: env_resolver.Resolution
+    timeout: int
+
+
 def precheck(tenant: Tenant, user: User, session: SandboxSession, command: str,
-             timeout_sec: int | None, skill: str | None) -> None:
-    """Every refusal `exec_command` would give before touching the sandbox."""
-    _prepare(tenant, user, session, command, timeout_sec, skill)
+             timeout_sec: int | None, skill: str | None) -> Prepared:
+    """Every refusal `exec_command` would give before touching the sandbox; what it read."""
+    config, _, resolution = _prepare(tenant, user, session, command, timeout_sec, skill)
+    return Prepared(config.id, Who.user(tenant, user), skill, resolution,
+                    exec_timeout(config.config, timeout_sec))
 
 
 def _prepare(tenant: Tenant, user: User, session: SandboxSession, command: str,
@@ -148,7 +163,7 @@ def _prepare(tenant: Tenant, user: User, session: SandboxSession, command: str,
     if tenant.scripts_disabled:
         raise Forbidden("Script execution is turned off for this workspace.",
                         code="workspace_scripts_disabled")
-    config = _live_config(tenant, session.sandbox_config_id)
+    config = _live_config(tenant.id, session.sandbox_config_id)
     if config.is_cordoned(utcnow()):
         raise cordoned()
     who = Who.user(tenant, user)
@@ -191,11 +206,18 @@ def exec_command(tenant: Tenant, user: User, session: SandboxSession, command: s
     runtime names (reference 9.3) in its environment. With `live` (a run), a backend
     that can report output as it comes and stop a command does so (app.services.runs).
     """
-    config, installed, resolution = _prepare(tenant, user, session, command, timeout_sec,
-                                             skill)
-    doc = config.config
-    timeout = exec_timeout(doc, timeout_sec)
-    who = Who.user(tenant, user)
+    prepared = precheck(tenant, user, session, command, timeout_sec, skill)
+    return exec_prepared(session, command, prepared, live=live, looked=False)
+
+
+def exec_prepared(session: SandboxSession, command: str, prepared: Prepared,
+                  live: LiveHooks | None = None, looked: bool = True) -> ExecOutcome:
+    """`exec_command` after its checks (`precheck`, moments ago): a run's thread. The
+    config is read again (this thread's own row, to build the backend and bind); with
+    `looked`, `session` was read just now by this thread and is not refreshed first."""
+    config = _live_config(prepared.who.tenant_id, prepared.config_id)
+    installed = skill_exec.usable_skill(config, prepared.skill) if prepared.skill else None
+    doc, resolution, who = config.config, prepared.resolution, prepared.who
     env, cwd = dict(resolution.env), None
     if live is not None:  # what a run masks in the output it stores: every env value
         live.secrets = (*env.values(), *(str(v) for v in (doc.get("env_vars") or {}).values()))
@@ -206,25 +228,24 @@ def exec_command(tenant: Tenant, user: User, session: SandboxSession, command: s
         if resolution.capturable:
             capture_to = exec_capture.capture_dir()
             run = exec_capture.wrap(command, resolution.capturable, capture_to)
+    exec_args = {"cwd": cwd, "env": env, "timeout_sec": prepared.timeout,
+                 "output_limit": OUTPUT_LIMIT}
     with _provider(config, "running a command"):
         backend = _backend(session, doc)
-        sandbox_id, reused = ensure_sandbox(session, config, backend)
-        hooks = _hooks(backend, live)
+        sandbox_id, reused = ensure_sandbox(session, config, backend, looked=looked)
+        exec_args.update(_hooks(backend, live))
         # End the read transaction: no pooled database connection is held for as long
         # as the command runs (50 long runs would otherwise need 50 connections).
         db.session.commit()
         try:
-            result = backend.exec(sandbox_id, run, cwd=cwd, env=env, timeout_sec=timeout,
-                                  output_limit=OUTPUT_LIMIT, **hooks)
+            result = backend.exec(sandbox_id, run, **exec_args)
         except SandboxStale:  # a recent look no longer held: look again (resume/replace)
             sandbox_id, reused = ensure_sandbox(session, config, backend)
-            result = backend.exec(sandbox_id, run, cwd=cwd, env=env, timeout_sec=timeout,
-                                  output_limit=OUTPUT_LIMIT, **hooks)
+            result = backend.exec(sandbox_id, run, **exec_args)
         except SandboxNotFound:  # it died between the check and the exec: replace it once
             _unbind(session)
             sandbox_id, reused = ensure_sandbox(session, config, backend)
-            result = backend.exec(sandbox_id, run, cwd=cwd, env=env, timeout_sec=timeout,
-                                  output_limit=OUTPUT_LIMIT, **hooks)
+            result = backend.exec(sandbox_id, run, **exec_args)
         if capture_to is not None and installed is not None:
             skill_exec.capture(backend, sandbox_id, who, installed, capture_to, result)
     # The session's last_used_at/exec_count are written by the caller (a run) in the
@@ -247,13 +268,16 @@ def _hooks(backend: Backend, live: LiveHooks | None) -> dict[str, Any]:
     return {"on_output": live.on_output, "on_started": live.on_started}
 
 
-def ensure_sandbox(session: SandboxSession, config: SandboxConfig,
-                   backend: Backend) -> tuple[str, bool]:
-    """The id of a running sandbox for `session`, and whether it already existed."""
+def ensure_sandbox(session: SandboxSession, config: SandboxConfig, backend: Backend,
+                   looked: bool = False) -> tuple[str, bool]:
+    """The id of a running sandbox for `session`, and whether it already existed
+    (`looked`: the caller read `session` just now, so the first refresh is skipped)."""
     deadline = time.monotonic() + WAIT_FOR_CREATOR_SEC
     while time.monotonic() < deadline:
         try:
-            db.session.refresh(session)
+            if not looked:
+                db.session.refresh(session)
+            looked = False
         except InvalidRequestError:  # its row is gone: ended meanwhile (member or admin)
             raise NotFound("No such session.") from None
         if session.binding_state == BindingState.bound:
@@ -414,9 +438,9 @@ def _backend(session: SandboxSession, doc: dict[str, Any]) -> Backend:
     return backend_for(doc, session.sandbox_id, session.traffic_token)
 
 
-def _live_config(tenant: Tenant, config_id: str) -> SandboxConfig:
+def _live_config(tenant_id: int, config_id: str) -> SandboxConfig:
     config = db.session.get(SandboxConfig, config_id)
-    if config is None or config.tenant_id != tenant.id or config.deleted_at is not None:
+    if config is None or config.tenant_id != tenant_id or config.deleted_at is not None:
         raise NotFound("No such sandbox config in this workspace.")
     return config
 
