@@ -178,7 +178,7 @@ class _RunWriter:
     its output and verdict are UPDATEs. `lock` orders the two threads around that switch.
     """
 
-    def __init__(self, values: dict, prepared: sessions.Prepared):
+    def __init__(self, values: dict, prepared: sessions.Prepared | None = None):
         self.values = values
         self.prepared = prepared  # what the request's checks read: not read again
         self.run_id: str = values["id"]
@@ -193,7 +193,7 @@ class _RunWriter:
         session = db.session.get(SandboxSession, values["session_id"])
         started = time.monotonic()
         try:
-            if session is None:
+            if session is None or self.prepared is None:
                 raise NotFound("No such session.")
             outcome = sessions.exec_prepared(session, values["command"], self.prepared,
                                              live=self.hooks)
