@@ -47,7 +47,8 @@ PAGE_MAX = 100
 
 @dataclass(frozen=True)
 class Started:
-    run: ExecRun
+    run_id: str
+    run: ExecRun | None  # read back only when it outlived the wait (the 202 shows it)
     outcome: sessions.ExecOutcome | None  # set when it finished within the wait
 
 
@@ -153,10 +154,12 @@ def start(tenant: Tenant, user: User, session: SandboxSession, command: str,
     except TimeoutError:
         outcome = None
         writer.persist()  # it outlives the request: its row exists before the 202
+    if outcome is not None and writer.stored:  # its verdict is the answer: no read back
+        return Started(writer.run_id, None, outcome)
     run = db.session.get(ExecRun, writer.run_id, populate_existing=True)
     if run is None:  # its session was ended meanwhile, and its runs with it
         raise NotFound("No such session.")
-    return Started(run, outcome)
+    return Started(run.id, run, outcome)
 
 
 def _execute(app: Flask, writer: _RunWriter) -> sessions.ExecOutcome:
@@ -186,6 +189,7 @@ class _RunWriter:
         self.flushed = 0.0
         self.lock = threading.Lock()
         self.persisted = False
+        self.stored = False  # its row was inserted (False: the session was gone)
         self.hooks = LiveHooks(on_output=self.output, on_started=self.started)
 
     def execute(self) -> sessions.ExecOutcome:
@@ -257,6 +261,8 @@ class _RunWriter:
                     sessions.touch(conn, values["session_id"])
         except IntegrityError:  # the session was ended meanwhile: nothing to keep
             log.info("run %s: its session is gone", self.run_id)
+        else:
+            self.stored = True
         self.persisted = True
 
     def _write(self, values: dict) -> None:
