@@ -301,22 +301,26 @@ def report(results: dict[str, list[float]]) -> str:
     return "\n".join(lines)
 
 
-READING = """Reading: a warm exec is one authenticated request, the session's and config's
-rows, the command handed to the run pool's thread, one `docker inspect` (the session's
-check that its sandbox runs, which the exec reuses), exec create, exec start and the
-command; the exit code comes back on the exec's own stream, so no exec inspect follows;
-then one commit stores the finished run and counts the exec on the session (a run is
-written before it ends only when it outlives the request's wait). The raw baseline is the
-same argv through the SDK (create, start, then the exec inspect `exec_run` does for the
-exit code). Before issue 11 a warm exec built a Docker client per request (a `GET
-/version`) and inspected the container twice. A policed cold start is `POST /sessions`
-plus the first exec: the sandbox's own network, its nft rules, the DNS resolver told
-directly (SIGUSR1) and probed until it answers, its loop-mounted disk (made while the
-network is), then create, start and the command; the raw side creates a bridge network and
-a container on it, starts it and runs the command. Throughput: 8 clients, each on its own
-session, for 20 commands each, against 8 raw SDK clients on the same 8 containers, 3
-alternating rounds. A fresh container pays create, start and removal on every command,
-which is what a session's persistent sandbox avoids.""".replace("\n", " ")
+READING = """Reading: a warm exec is one authenticated request that reads the session, the
+config and the caller's personal variables once and hands what it read to the run pool's
+thread (which reads only the session row again), then exec create, exec start and the
+command. No `docker inspect` runs on a warm exec: the engine's look at the running
+container (taken by an inspect, renewed by every exec created in it, kept 2 s and shared by
+the process's backends for that engine) answers the session's check; if the container was
+paused, stopped or removed since, the exec create is refused before anything runs and the
+session looks again, resuming or replacing the sandbox. The exit code comes back on the
+exec's own stream, so no exec inspect follows; then one commit stores the finished run and
+counts the exec on the session (a run is written before it ends only when it outlives the
+request's wait). The raw baseline is the same argv through the SDK (create, start, then the
+exec inspect `exec_run` does for the exit code). Before issue 11 a warm exec built a Docker
+client per request (a `GET /version`) and inspected the container twice. A policed cold
+start is `POST /sessions` plus the first exec: the sandbox's own network, its nft rules, the
+DNS resolver told directly (SIGUSR1) and probed until it answers, its loop-mounted disk
+(made while the network is), then create, start and the command; the raw side creates a
+bridge network and a container on it, starts it and runs the command. Throughput: 8
+clients, each on its own session, for 20 commands each, against 8 raw SDK clients on the
+same 8 containers, 3 alternating rounds. A fresh container pays create, start and removal
+on every command, which is what a session's persistent sandbox avoids.""".replace("\n", " ")
 
 
 def write_docs(table: str) -> None:

@@ -121,8 +121,9 @@ def exec_in_session(session_id):
     started = runs.start(current_tenant(), g.principal.user, session, body.command,
                          body.timeout_sec, skill=body.skill)
     if started.outcome is None:
+        assert started.run is not None  # read back for the 202
         return ok(run_out(started.run), 202)
     out = ExecOut.model_validate({**dataclasses.asdict(started.outcome),
-                                  "run_id": started.run.id})
+                                  "run_id": started.run_id})
     return ok(out.model_dump(mode="json"))
 

@@ -183,6 +183,11 @@ class SandboxNotFound(BackendError):
     kind = "not_found"
 
 
+class SandboxStale(BackendError):
+    """A recent look at the sandbox no longer holds (paused, stopped or removed since,
+    by someone else): nothing ran; look at it again (get) and retry."""
+
+
 class SandboxPathNotFound(BackendError):
     """A file or directory inside an existing sandbox does not exist."""
 

@@ -49,6 +49,7 @@ from app.backends.base import (
     SandboxInfo,
     SandboxNotFound,
     SandboxSpec,
+    SandboxStale,
     SandboxState,
     Unsupported,
 )
@@ -59,9 +60,13 @@ from app.backends.egress import manager as egress
 from app.backends.sandbox_paths import is_ours as _ours
 
 HOST_GRACE_SEC = 5  # host-side backstop after the in-container `timeout`
-# A running container seen this recently is trusted to run for an exec without another
-# inspect (the session just looked; an exec on a container gone since fails anyway).
+# A running container seen this recently (inspected, or an exec created in it) is trusted
+# to run without another inspect. The look is shared by every backend of the engine in
+# this process; an exec whose look was wrong (paused, stopped or removed since by someone
+# else) fails at exec create, before anything runs, and raises SandboxStale so that the
+# session looks again and resumes or replaces the sandbox (app.services.session_binding).
 FRESH_SEC = 2.0
+_LOOKS: dict[str, dict[str, tuple[float, dict[str, Any]]]] = {}  # engine -> id -> look
 
 STATES = {
     "running": SandboxState.running,
@@ -124,7 +129,8 @@ class DockerBackend(DockerFiles, DockerImages):
         self.idle_ttl_seconds = self.settings.idle_ttl_seconds
         self._client: docker.APIClient | None = None
         self._egress: egress.EgressManager | None = None
-        self._seen: dict[str, tuple[float, dict[str, Any]]] = {}  # id -> (when, inspect)
+        # id -> (when, inspect); per engine, so the next request's backend reuses it
+        self._seen = _LOOKS.setdefault(self.settings.host, {})
         if not self.settings.host.startswith("unix://"):
             self.capabilities = dataclasses.replace(self.capabilities, egress_rules=False)
 
@@ -159,10 +165,10 @@ class DockerBackend(DockerFiles, DockerImages):
         return self._egress
 
     def close(self) -> None:
-        """Forget the client; the shared one stays open for the next backend."""
+        """Forget the client; the shared one (and the engine's looks) stay for the next
+        backend."""
         self._client = None
         self._egress = None
-        self._seen.clear()
 
     def _inspect(self, sandbox_id: str) -> dict[str, Any]:
         """The container, if it exists and is ours."""
@@ -196,12 +202,31 @@ class DockerBackend(DockerFiles, DockerImages):
     def _running(self, sandbox_id: str) -> str:
         return self._running_data(sandbox_id)["Id"]
 
-    def _running_data(self, sandbox_id: str) -> dict[str, Any]:
-        """The inspected container, which must be running; a look taken moments ago by
-        this backend (the session's `get`) is reused rather than asked again."""
+    def _recent(self, sandbox_id: str) -> dict[str, Any] | None:
+        """A look at a running container taken within FRESH_SEC, if any."""
         when, data = self._seen.get(sandbox_id, (0.0, {}))
         if data and data["State"]["Status"] == "running" and \
                 time.monotonic() - when < FRESH_SEC:
+            return data
+        return None
+
+    def _confirm(self, *ids: str) -> None:
+        """An exec was just created in the container: it runs, so its look is renewed."""
+        now = time.monotonic()
+        for key in ids:
+            _, data = self._seen.get(key, (0.0, {}))
+            if data and data["State"]["Status"] == "running":
+                self._seen[key] = (now, data)
+
+    def _forget(self, *ids: str) -> None:
+        for key in ids:
+            self._seen.pop(key, None)
+
+    def _running_data(self, sandbox_id: str) -> dict[str, Any]:
+        """The inspected container, which must be running; a look taken moments ago (the
+        session's `get_recent`, or an earlier exec) is reused rather than asked again."""
+        data = self._recent(sandbox_id)
+        if data is not None:
             return data
         data = self._inspect(sandbox_id)
         status = data["State"]["Status"]
@@ -329,6 +354,12 @@ class DockerBackend(DockerFiles, DockerImages):
     def get(self, sandbox_id: str) -> SandboxInfo:
         return self._from_inspect(self._inspect(sandbox_id))
 
+    def get_recent(self, sandbox_id: str) -> SandboxInfo:
+        """`get`, answered from a look at the running container taken within FRESH_SEC
+        when there is one (an exec on it raises SandboxStale if it no longer holds)."""
+        data = self._recent(sandbox_id)
+        return self._from_inspect(data) if data is not None else self.get(sandbox_id)
+
     def list(self, metadata: dict[str, str],
              states: frozenset[SandboxState] = LIVE_STATES) -> list[SandboxInfo]:
         """Our containers whose labels include every `metadata` pair, in `states`."""
@@ -362,8 +393,7 @@ class DockerBackend(DockerFiles, DockerImages):
             return
         if status != "running":
             raise BackendError(f"cannot pause a sandbox that is {status}")
-        self._seen.pop(sandbox_id, None)  # no exec may trust the look taken before this
-        self._seen.pop(data["Id"], None)
+        self._forget(sandbox_id, data["Id"])  # no exec may trust the look taken before this
         with self._errors("pause sandbox"):
             self.api.pause(data["Id"])
 
@@ -381,8 +411,7 @@ class DockerBackend(DockerFiles, DockerImages):
         except BackendError as exc:
             if "already in progress" not in exc.reason:
                 raise
-        self._seen.pop(sandbox_id, None)
-        self._seen.pop(data["Id"], None)
+        self._forget(sandbox_id, data["Id"])
         docker_disk.release(docker_disk.disk_of(data))
         self._release_network(egress.egress_id_of(data))
 
@@ -391,13 +420,25 @@ class DockerBackend(DockerFiles, DockerImages):
     def _run(self, container_id: str, argv: list[str], *, user: str, cwd: str | None,
              env: dict[str, str] | None, deadline_sec: float,
              limit: int, marker: str = "", on_output: docker_io.OnOutput | None = None,
-             on_started: Callable[[str], None] | None = None) -> docker_io.RawRun:
+             on_started: Callable[[str], None] | None = None,
+             looked: str = "") -> docker_io.RawRun:
+        """One exec; `looked` names the sandbox when its running state came from a recent
+        look rather than an inspect (a refusal at exec create then raises SandboxStale)."""
         secrets = tuple((env or {}).values())
         started = time.monotonic()
+        try:
+            with self._errors("exec", secrets):
+                exec_id = self.api.exec_create(
+                    container_id, argv, stdout=True, stderr=True, user=user, workdir=cwd,
+                    environment=dict(env or {}))["Id"]
+        except BackendError as exc:
+            self._forget(container_id, looked)
+            # paused (409), stopped (409) or removed (404) since the look: nothing ran
+            if looked and type(exc) in (BackendError, SandboxNotFound):
+                raise SandboxStale(exc.reason) from exc
+            raise
+        self._confirm(container_id, looked)
         with self._errors("exec", secrets):
-            exec_id = self.api.exec_create(
-                container_id, argv, stdout=True, stderr=True, user=user, workdir=cwd,
-                environment=dict(env or {}))["Id"]
             if on_started is not None:
                 on_started(exec_id)
             response = docker_io.start_exec(self.api, exec_id)
@@ -443,7 +484,8 @@ class DockerBackend(DockerFiles, DockerImages):
         none yet.
         """
         timeout_sec = timeout_sec if timeout_sec > 0 else 60
-        data = self._running_data(sandbox_id)
+        recent = self._recent(sandbox_id)
+        data = recent if recent is not None else self._running_data(sandbox_id)
         # The exit code comes back as the last line of stderr, behind a marker the
         # command cannot guess: one engine round trip (exec inspect) less per exec.
         marker = f"\n.sandlot-exit-{secrets.token_hex(8)}:"
@@ -453,7 +495,8 @@ class DockerBackend(DockerFiles, DockerImages):
         started = (lambda exec_id: on_started(f"{exec_id}:{since}")) if on_started else None
         run = self._run(data["Id"], argv, user=user_name(user), cwd=cwd, env=env,
                         deadline_sec=timeout_sec + HOST_GRACE_SEC, limit=output_limit,
-                        marker=marker, on_output=on_output, on_started=started)
+                        marker=marker, on_output=on_output, on_started=started,
+                        looked=sandbox_id if recent is not None else "")
         killed = run.exit_code in (124, 137) and run.elapsed >= timeout_sec
         if killed or run.deadline_hit:
             self._reap(data, since, run.exec_id)

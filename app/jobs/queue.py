@@ -12,9 +12,8 @@ from app.extensions import db
 from app.jobs.fair_rq import FairShare
 from app.jobs.pool import FairPool
 from app.models import Job, JobStatus
-from app.services import job_limits, session_end
+from app.services import job_limits, session_binding, session_end
 from app.services import jobs as job_service
-from app.services import sessions as session_service
 from app.services.installs import control as skill_runs
 
 log = logging.getLogger("sandlot.jobs")
@@ -253,7 +252,7 @@ def start_reaper(app: Flask, interval: float = 30.0,
             for name, task in (("job reaper", lambda: job_service.reap(reaper_grace(app))),
                                ("fair share promotion", housekeeping),
                                ("skill run reaper", skill_runs.reap),
-                               ("idle pause", session_service.pause_idle),
+                               ("idle pause", session_binding.pause_idle),
                                ("sandbox removal sweep", session_end.sweep)):
                 with app.app_context():
                     try:

@@ -47,7 +47,8 @@ PAGE_MAX = 100
 
 @dataclass(frozen=True)
 class Started:
-    run: ExecRun
+    run_id: str
+    run: ExecRun | None  # read back only when it outlived the wait (the 202 shows it)
     outcome: sessions.ExecOutcome | None  # set when it finished within the wait
 
 
@@ -127,18 +128,17 @@ def start(tenant: Tenant, user: User, session: SandboxSession, command: str,
     skill's missing variables) come before any row is written. A run that fails within
     the wait raises its error, as a direct exec would.
     """
-    sessions.precheck(tenant, user, session, command, timeout_sec, skill)
+    prepared = sessions.precheck(tenant, user, session, command, timeout_sec, skill)
     app = current_app._get_current_object()
     config, tenant_id = app.config, tenant.id
     if not _pool(app).take(tenant_id, int(config.get("RUNS_MAX", 128)),
                            int(config.get("RUNS_PER_TENANT_MAX", 64))):
         raise Unavailable("Too many commands are running on this server; retry shortly.")
     try:
-        doc = sessions.config_doc(session)
         writer = _RunWriter({
             "id": str(uuid.uuid4()), "tenant_id": tenant.id, "session_id": session.id,
             "user_id": user.id, "command": command, "skill": skill,
-            "timeout_sec": sessions.exec_timeout(doc, timeout_sec), "created_at": utcnow()})
+            "timeout_sec": prepared.timeout, "created_at": utcnow()}, prepared)
         # No transaction stays open while the run's thread writes (SQLite's writer
         # would wait on this reader).
         db.session.commit()
@@ -154,10 +154,12 @@ def start(tenant: Tenant, user: User, session: SandboxSession, command: str,
     except TimeoutError:
         outcome = None
         writer.persist()  # it outlives the request: its row exists before the 202
+    if outcome is not None and writer.stored:  # its verdict is the answer: no read back
+        return Started(writer.run_id, None, outcome)
     run = db.session.get(ExecRun, writer.run_id, populate_existing=True)
     if run is None:  # its session was ended meanwhile, and its runs with it
         raise NotFound("No such session.")
-    return Started(run, outcome)
+    return Started(run.id, run, outcome)
 
 
 def _execute(app: Flask, writer: _RunWriter) -> sessions.ExecOutcome:
@@ -179,27 +181,26 @@ class _RunWriter:
     its output and verdict are UPDATEs. `lock` orders the two threads around that switch.
     """
 
-    def __init__(self, values: dict):
+    def __init__(self, values: dict, prepared: sessions.Prepared | None = None):
         self.values = values
+        self.prepared = prepared  # what the request's checks read: not read again
         self.run_id: str = values["id"]
         self.out, self.err = Capture(), Capture()
         self.flushed = 0.0
         self.lock = threading.Lock()
         self.persisted = False
+        self.stored = False  # its row was inserted (False: the session was gone)
         self.hooks = LiveHooks(on_output=self.output, on_started=self.started)
 
     def execute(self) -> sessions.ExecOutcome:
         values = self.values
         session = db.session.get(SandboxSession, values["session_id"])
-        tenant = db.session.get(Tenant, values["tenant_id"])
-        user = db.session.get(User, values["user_id"])
         started = time.monotonic()
         try:
-            if session is None or tenant is None or user is None:
+            if session is None or self.prepared is None:
                 raise NotFound("No such session.")
-            outcome = sessions.exec_command(tenant, user, session, values["command"],
-                                            values["timeout_sec"], skill=values["skill"],
-                                            live=self.hooks)
+            outcome = sessions.exec_prepared(session, values["command"], self.prepared,
+                                             live=self.hooks)
         except Exception as exc:
             db.session.rollback()
             message = exc.message if isinstance(exc, AppError) else "The command could not run."
@@ -260,6 +261,8 @@ class _RunWriter:
                     sessions.touch(conn, values["session_id"])
         except IntegrityError:  # the session was ended meanwhile: nothing to keep
             log.info("run %s: its session is gone", self.run_id)
+        else:
+            self.stored = True
         self.persisted = True
 
     def _write(self, values: dict) -> None:

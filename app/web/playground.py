@@ -261,7 +261,8 @@ def playground_exec(session_id):
         started = runs.start(current_tenant(), principal().user, session, command,
                              _timeout(raw_timeout), skill=skill or None)
         run = Run(command, outcome=started.outcome)
-        stored = None if started.outcome else playground_runs.run_view(started.run)
+        if started.outcome is None and started.run is not None:  # it outlived the wait
+            stored = playground_runs.run_view(started.run)
     except AppError as err:
         db.session.rollback()
         run, status = Run(command, error=err), err.status

@@ -201,13 +201,13 @@ def test_idle_docker_sandbox_is_paused_then_resumed_on_next_exec(world, engine):
     from datetime import timedelta
 
     from app.models.types import utcnow
-    from app.services import sessions
+    from app.services import session_binding
 
     _, _, config, member, _ = world
     session_id = open_session(member, config["id"])
     sandbox_id = run(member, session_id, "true").json["data"]["sandbox_id"]
-    assert sessions.pause_idle() == 0  # just used: not idle
-    assert sessions.pause_idle(utcnow() + timedelta(hours=1)) == 1
+    assert session_binding.pause_idle() == 0  # just used: not idle
+    assert session_binding.pause_idle(utcnow() + timedelta(hours=1)) == 1
     assert engine.get(sandbox_id).state == "paused"
     again = run(member, session_id, "echo awake").json["data"]
     assert again["sandbox_id"] == sandbox_id and again["stdout"] == "awake\n"
@@ -249,3 +249,33 @@ def test_exec_with_a_ready_skill_runs_in_its_dir_with_the_runtime_names(world, e
         "/opt/weknora/tenant/skills/report/node_modules"]
     plain = run(member, session_id, 'echo "[$WEKNORA_SKILL_DIR]"').json["data"]
     assert plain["stdout"] == "[]\n"
+
+
+def test_sandbox_changed_behind_the_apps_back_is_resumed_or_replaced(world):
+    """The exec path may trust a recent look at the sandbox (issue 11 item 7); a container
+    paused, stopped or removed by someone else moments later must still be resumed
+    (same sandbox, its files kept) or replaced, never reported as a failure."""
+    import docker
+
+    _, _, config, member, _ = world
+    raw = docker.APIClient(version="auto")
+    try:
+        session_id = open_session(member, config["id"])
+        sandbox_id = run(member, session_id, "echo kept > /tmp/mark").json["data"]["sandbox_id"]
+        raw.pause(sandbox_id)
+        resumed = run(member, session_id, "cat /tmp/mark")
+        assert resumed.status_code == 200, resumed.json
+        assert resumed.json["data"]["sandbox_id"] == sandbox_id
+        assert resumed.json["data"]["stdout"] == "kept\n"
+        raw.stop(sandbox_id, timeout=0)
+        stopped = run(member, session_id, "echo after-stop")
+        assert stopped.status_code == 200, stopped.json
+        assert stopped.json["data"]["stdout"] == "after-stop\n"
+        replaced_id = stopped.json["data"]["sandbox_id"]
+        raw.remove_container(replaced_id, force=True)
+        removed = run(member, session_id, "echo after-remove")
+        assert removed.status_code == 200, removed.json
+        assert removed.json["data"]["stdout"] == "after-remove\n"
+        assert removed.json["data"]["sandbox_id"] != replaced_id
+    finally:
+        raw.close()

@@ -28,7 +28,7 @@ from app.models import (
     SandboxSession,
 )
 from app.models.types import utcnow
-from app.services import session_end, sessions
+from app.services import session_binding, session_end, sessions
 from tests.backends.conftest import BASE_IMAGE
 from tests.jobs.helpers import wait_for_terminal
 from tests.sweeps.routes import make_sandbox_config
@@ -255,17 +255,17 @@ def test_a_sandbox_created_for_a_session_ended_meanwhile_is_removed(docker_world
     _, admin, config_id, member = docker_world
     opened = member.post("/api/v1/sessions", json={"sandbox_config_id": config_id})
     session = db.session.get(SandboxSession, opened.json["data"]["id"])
-    assert sessions._claim(session)  # the first exec holds the right to create
+    assert session_binding._claim(session)  # the first exec holds the right to create
     db.session.refresh(session)
     ended = admin.delete(end_url(session.id))
     assert ended.status_code == 200
     config = db.session.get(SandboxConfig, config_id)
     with pytest.raises(NotFound):
-        sessions._create_claimed(session, config, sessions.backend_for(config.config))
+        session_binding._create_claimed(session, config, sessions.backend_for(config.config))
     assert wait_for_terminal(ended.json["data"]["job_id"]).status == "succeeded"
     assert engine.list({"sandlot_session_id": opened.json["data"]["id"]}) == []
     with pytest.raises(NotFound):  # and a later exec on it is a 404, not a crash
-        sessions.ensure_sandbox(session, config, sessions.backend_for(config.config))
+        session_binding.ensure_sandbox(session, config, sessions.backend_for(config.config))
 
 
 def test_the_reaper_thread_retries_due_removals(world, app):
