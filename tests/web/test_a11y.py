@@ -207,6 +207,10 @@ def open_drawers(chromium, live_server, email, viewport, label) -> tuple[list[st
             page.locator(opener).first.click()
             page.locator("#drawer-slot [role=dialog]").wait_for()
             page.wait_for_load_state("networkidle")
+            # axe reads colours as painted: mid slide-in (0.2 s, opacity 0 -> 1) every text
+            # would fail contrast, so let the drawer finish arriving first.
+            page.locator("#drawer-slot .drawer").first.evaluate(
+                "el => Promise.all(el.getAnimations().map(a => a.finished))")
             opened += 1
             where = f"{label} {path} {opener} -> {page.url}"
             heading = page.locator("#drawer-slot [role=dialog] h2").first.inner_text()
