@@ -27,7 +27,6 @@ import shlex
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -62,6 +61,7 @@ from app.backends.base import (
 )
 from app.backends.e2b_io import ENVD_PORT, E2BSettings
 from app.backends.e2b_templates import TemplateCatalog
+from app.backends.e2b_templates import iso as _iso
 from app.backends.sandbox_paths import CHECK_READ, PREPARE_WRITE, WORKDIR, abs_path
 from app.backends.sandbox_paths import is_ours as _ours
 
@@ -102,18 +102,6 @@ def canonical_deny_out(entries: tuple[str, ...]) -> list[str]:
         if entry not in out:
             out.append(entry)
     return out
-
-
-def _iso(value: Any) -> str | None:
-    """ISO 8601 in UTC, however the provider spelled it."""
-    if isinstance(value, str) and value:
-        try:
-            value = datetime.fromisoformat(value)
-        except ValueError:
-            return value
-    if isinstance(value, datetime):
-        return value.astimezone(UTC).isoformat() if value.tzinfo else value.isoformat()
-    return None
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,8 @@ STATUS = {"uploaded": "ready", "success": "ready", "running": "building",
           "waiting": "building", "error": "failed"}
 
 
-def _iso(value: Any) -> str | None:
+def iso(value: Any) -> str | None:
+    """ISO 8601 in UTC, however the provider spelled it."""
     if isinstance(value, str) and value:
         try:
             value = datetime.fromisoformat(value)
@@ -60,7 +61,7 @@ def read_template(row: Any) -> TemplateInfo | None:
         id=str(row["templateID"]), name=name, status=status,
         version=str(row.get("version") or row.get("buildID") or ""),
         image=str(row.get("imageInfo") or row.get("image") or ""),
-        created_at=_iso(row.get("createdAt")), updated_at=_iso(row.get("updatedAt")),
+        created_at=iso(row.get("createdAt")), updated_at=iso(row.get("updatedAt")),
         error=str(row.get("error") or row.get("errorMessage") or ""),
         instance_type=str(instance), network_type=str(row.get("networkType") or ""),
         allow_internet_access=internet if isinstance(internet, bool) else None)
