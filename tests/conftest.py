@@ -25,6 +25,9 @@ from app.security import tokens
 from app.services import login_sessions, runs, sessions
 from tests import factories
 
+pytest.register_assert_rewrite("tests.snapshot_guard")  # a plugin (below), imported here first
+from tests import snapshot_guard  # noqa: E402
+
 # Hypothesis checks properties, not speed: its per-example deadline (200 ms) fails tests on
 # a busy 2-core machine at random, which is exactly what the suite must not do.
 settings.register_profile("sandlot", deadline=None)
@@ -145,6 +148,7 @@ def settle_and_wipe(app, built_apps, cleanup_state) -> None:
     cleanup_state["reported"].update(stragglers)
     try:
         end_sessions()
+        snapshot_guard.release_test_snapshots()
     finally:
         wipe(app)
     cleanup_state["dirty"] = False

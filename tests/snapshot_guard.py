@@ -6,6 +6,9 @@ services, the factories and the live server's threads all count), and at the end
 session any snapshot image of those configs still on the engine fails the run, by name.
 Other test processes share the engine under xdist, so only this process's configs are
 looked at. The images named are then removed, so a failing run does not fill the disk.
+Each test's cleanup already removes the images of the configs it made
+(`release_test_snapshots`), so what the session-end check still finds was made after
+its test ended.
 Registered for every test by the root conftest's `pytest_plugins`.
 """
 
@@ -24,6 +27,8 @@ from tests.backends.conftest import DOCKER_HOST
 SNAPSHOT_LABEL = "sandlot.snapshot"
 CONFIG_LABEL = "sandlot_sandbox_config_id"
 CREATED_CONFIGS: set[str] = set()
+# configs made since the last per-test release (`release_test_snapshots`)
+UNRELEASED: set[str] = set()
 # config id -> the test that created it, so a leak names the test to fix, not just the image
 CREATED_BY: dict[str, str] = {}
 
@@ -31,6 +36,7 @@ CREATED_BY: dict[str, str] = {}
 @event.listens_for(SandboxConfig, "after_insert")
 def _note_config(_mapper, _connection, target: SandboxConfig) -> None:
     CREATED_CONFIGS.add(str(target.id))
+    UNRELEASED.add(str(target.id))
     test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
     CREATED_BY[str(target.id)] = test or "a session fixture"
 
@@ -62,6 +68,29 @@ def leftovers_by_config(client: docker.DockerClient, config_ids: set[str]) -> di
             for tag in image.tags or [image.id]:
                 found[tag] = wanted[owner]
     return found
+
+
+def release_test_snapshots() -> None:
+    """Remove the snapshot images of the configs made since the last call: the root
+    conftest's cleanup calls this after each test has settled its jobs, so an install a
+    test started (in any test module, through any route) never leaves its image behind."""
+    if not UNRELEASED:
+        return
+    configs = set(UNRELEASED)
+    UNRELEASED.clear()
+    try:
+        client = docker.DockerClient(base_url=DOCKER_HOST, timeout=30)
+        client.ping()
+    except docker.errors.DockerException:
+        return  # no engine, so no image either
+    try:
+        for tag in leftovers_by_config(client, configs):
+            try:
+                client.images.remove(tag, noprune=False)
+            except docker.errors.NotFound:
+                pass  # another fixture removed it first
+    finally:
+        client.close()
 
 
 @pytest.fixture(scope="session", autouse=True)
