@@ -9,7 +9,7 @@ from app.auth.pepper import api_key_pepper
 from app.auth.principal import Principal
 from app.errors import Unauthorized
 from app.extensions import db, login_manager
-from app.models import Membership, User
+from app.models import Membership, Tenant, User
 from app.security import tokens
 from app.services import api_keys as api_key_service
 from app.services import login_sessions
@@ -61,12 +61,17 @@ def _from_bearer(token: str) -> Principal:
         claims = tokens.verify(token, current_app.config["SECRET_KEY"])
     except tokens.InvalidTokenError:
         raise Unauthorized("The bearer token is invalid or expired.") from None
-    user = db.session.get(User, claims.user_id)
+    # One query for the user, the membership and the workspace: this runs on every API call.
+    row = db.session.execute(
+        db.select(User, Membership, Tenant)
+        .join(Membership, Membership.user_id == User.id)
+        .join(Tenant, Tenant.id == Membership.tenant_id)
+        .where(User.id == claims.user_id, Membership.tenant_id == claims.tenant_id)
+    ).first()
+    user = row[0] if row else db.session.get(User, claims.user_id)
     if user is None or not user.is_active or user.session_version != claims.session_version:
         raise Unauthorized("The bearer token is no longer valid.")
-    membership = db.session.scalar(
-        db.select(Membership).filter_by(user_id=user.id, tenant_id=claims.tenant_id)
-    )
-    if membership is None:
+    if row is None:
         raise Unauthorized("You are no longer a member of this workspace.")
-    return Principal(tenant=membership.tenant, user=user, role=membership.role)
+    _, membership, tenant = row
+    return Principal(tenant=tenant, user=user, role=membership.role)
