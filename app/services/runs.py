@@ -256,7 +256,8 @@ class _RunWriter:
         """Caller holds `lock`. The row's first write; the session's count with it."""
         try:
             with db.engine.begin() as conn:
-                conn.execute(insert(ExecRun).values(**values, **self._output()))
+                # parameters, not .values(): one cached statement whatever the row holds
+                conn.execute(insert(ExecRun), [{**values, **self._output()}])
                 if touched:
                     sessions.touch(conn, values["session_id"])
         except IntegrityError:  # the session was ended meanwhile: nothing to keep
