@@ -20,9 +20,10 @@ of the same image for every command (what a per-command sandbox costs).
     .venv/bin/python bench/bench_exec.py        # or: make bench
 
 Env: BENCH_EXEC_N (200) warm execs, BENCH_FRESH_N (20) fresh containers, BENCH_COLD_N (10)
-cold starts, BENCH_CLIENT_EXECS (20) execs per client, BENCH_NO_DOCS=1. Policed cold starts
-need root, nftables and the local engine (as the app does); they use a private egress state
-directory and a closed upstream (no DNS leaves the machine).
+cold starts, BENCH_CLIENT_EXECS (20) execs per client, BENCH_ROUNDS (5) rounds of 8 clients,
+BENCH_NO_DOCS=1. Policed cold starts need root, nftables and the local engine (as the app
+does); they use a private egress state directory and a closed upstream (no DNS leaves the
+machine).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ FRESH_N = int(os.environ.get("BENCH_FRESH_N", "20"))
 COLD_N = int(os.environ.get("BENCH_COLD_N", "10"))
 CLIENTS = 8
 CLIENT_EXECS = int(os.environ.get("BENCH_CLIENT_EXECS", "20"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 ARGV = ["timeout", "-s", "KILL", "60", "sh", "-c", "python3 -c 'print(1)'"]
 HARDENING = {"cap_drop": ["ALL"], "security_opt": ["no-new-privileges"], "init": True}
 WARMUP = 10
@@ -268,7 +270,7 @@ def throughput(token: str, base: str, config_id: str,
         raw_run(engine, sessions[index][1])
 
     api_rates, raw_rates = [], []
-    for _ in range(3):  # alternated, so drift hits both alike
+    for _ in range(ROUNDS):  # alternated, so drift hits both alike
         api_rates.append(run(api))
         raw_rates.append(run(raw))
     for session_id, _ in sessions:
@@ -294,7 +296,7 @@ def report(results: dict[str, list[float]]) -> str:
               f"| warm exec vs raw exec | at most 1.15x | {api / raw:.2f}x |",
               f"| policed cold start vs raw cold start | at most 1.3x | {cold:.2f}x |",
               f"| 8-client throughput vs raw ({med[f'API {THROUGHPUT}']:.1f} vs "
-              f"{med[f'raw {THROUGHPUT}']:.1f} commands/s, medians of 3) | at least 0.9x "
+              f"{med[f'raw {THROUGHPUT}']:.1f} commands/s, medians of {ROUNDS}) | at least 0.9x "
               f"| {rate:.2f}x |", "",
               f"Session persistence buys a **{fresh / api:.1f}x** speedup over a fresh "
               f"container per command; the API adds {api - raw:.1f} ms over a raw exec."]
@@ -319,14 +321,14 @@ DNS resolver told directly (SIGUSR1) and probed until it answers, its loop-mount
 (made while the network is), then create, start and the command; the raw side creates a
 bridge network and a container on it, starts it and runs the command. Throughput: 8
 clients, each on its own session, for 20 commands each, against 8 raw SDK clients on the
-same 8 containers, 3 alternating rounds. A fresh container pays create, start and removal
+same 8 containers, alternating rounds. A fresh container pays create, start and removal
 on every command, which is what a session's persistent sandbox avoids.""".replace("\n", " ")
 
 
 def write_docs(table: str) -> None:
-    load = (f"load average {LOAD_BEFORE:.1f} before the run, {os.getloadavg()[0]:.1f} after, "
-            f"on {os.cpu_count()} cores")
-    if LOAD_BEFORE > 1.0:
+    load = (f"load average {LOAD_BEFORE:.1f} before the run, {os.getloadavg()[0]:.1f} after "
+            f"(the after figure includes this run's own 8 clients), on {os.cpu_count()} cores")
+    if LOAD_BEFORE >= (os.cpu_count() or 1):  # other work already filled the cores
         load = (f"**the machine was busy** ({load}): absolute times are inflated and noisy, so "
                 "read the ratios, whose two sides ran interleaved in the same minutes")
     body = (f"{SECTION}\n\nMeasured {datetime.now(UTC):%Y-%m-%d} on {os.cpu_count()} cores, "
