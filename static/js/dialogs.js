@@ -205,7 +205,14 @@
     var target = event.detail.target;
     if (target && target.id === "drawer-slot" && !openDialog()) pendingOpener = event.detail.elt;
   });
-  document.addEventListener("htmx:afterSettle", function () {
+  // Only a swap into the drawer slot (or around it) opens or closes a drawer: another part
+  // of the page settling meanwhile (a card's status loading) must not drop the opener.
+  function touchesDrawer(target) {
+    var slot = document.getElementById("drawer-slot");
+    return !!(target && slot && (target === slot || target.contains(slot)));
+  }
+  document.addEventListener("htmx:afterSettle", function (event) {
+    if (!touchesDrawer(event.detail.target)) return;
     if (openDialog()) drawerOpened(pendingOpener);
     else drawerGone();
     pendingOpener = null;

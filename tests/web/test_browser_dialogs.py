@@ -72,6 +72,39 @@ def test_phone_menu_folds_the_sidebar_and_escape_closes_it(tab, world):
     tab.get_by_role("link", name="API keys", exact=True).wait_for()
 
 
+def held_until(tab, held: dict, key: str) -> None:
+    """Let the page run until the route handler has held request `key`."""
+    for _ in range(500):
+        if key in held:
+            return
+        tab.wait_for_timeout(10)  # lets Playwright dispatch the route handler
+    raise AssertionError(f"no {key} request was made")
+
+
+def test_focus_goes_back_to_the_opener_when_another_request_settles_meanwhile(tab, world):
+    # The card's template status loads by itself; if it settles while the drawer's own
+    # request is in flight, the drawer must still know which link opened it.
+    held: dict = {}
+    tab.route(re.compile(r".*/template-status$"), lambda route: held.setdefault("status", route))
+    tab.route(re.compile(r".*/sandboxes/new$"),
+              lambda route: held.setdefault("drawer", route)
+              if route.request.headers.get("hx-request") else route.continue_())
+    sign_in(tab, world.owner.email)
+    tab.goto("/sandboxes")
+    held_until(tab, held, "status")
+    tab.locator("a.sandbox-add").click()
+    held_until(tab, held, "drawer")
+
+    held["status"].continue_()
+    tab.locator("[hx-trigger=load]").wait_for(state="detached")  # the status swapped in
+    held["drawer"].continue_()
+    dialog = tab.locator("#drawer-slot [role=dialog]")
+    dialog.wait_for()
+    tab.keyboard.press("Escape")
+    dialog.wait_for(state="detached")
+    assert tab.evaluate("document.activeElement.classList.contains('sandbox-add')")
+
+
 def test_drawer_traps_focus_pushes_its_url_and_gives_focus_back(tab, world):
     sign_in(tab, world.owner.email)
     tab.goto("/sandboxes")
