@@ -353,10 +353,11 @@ def reading(results: list[Result], costs: dict) -> str:
         f"{costs['jwt']:.0f} µs of CPU and the key's HMAC-SHA256 about {costs['hmac']:.0f} µs, "
         "so the key path is not slowed by its HMAC. The time goes to database round trips "
         "through the ORM and to building the response: the bearer path loads the user, its "
-        "membership and the membership's tenant, and /auth/me then lists the user's "
-        "memberships; the key path loads the key by its prefix and the key's tenant (see the "
-        "last column)" + (", which is why it is the cheaper of the two. " if key_cheaper else
-                          ". ") +
+        "membership and the membership's tenant in one joined query, and /auth/me then lists "
+        "the user's memberships; the key path loads the key by its prefix and the key's "
+        "tenant (see the last column)" + (
+            "; both paths now issue the same number of statements. " if key_cheaper
+            else ". ") +
         "A key's `last_used_at` is written at most once a minute by design: the key's first "
         "use wrote it, the requests after it did not (last column), so the key path does not "
         "write per request; only the first request after a quiet minute pays a write."
