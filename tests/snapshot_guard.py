@@ -62,10 +62,13 @@ def leftovers_by_config(client: docker.DockerClient, config_ids: set[str]) -> di
     """Tag -> owning config id, for the snapshot images of `config_ids` on the engine."""
     wanted = {c: c for c in config_ids} | {c.replace("-", "").lower(): c for c in config_ids}
     found = {}
-    for image in client.images.list(filters={"label": SNAPSHOT_LABEL}):
-        owner = snapshot_owner(image.tags, image.labels or {})
+    # The low-level list carries tags and labels itself: the high-level one inspects each
+    # image after listing, which fails when another xdist worker removes one in between.
+    for image in client.api.images(filters={"label": SNAPSHOT_LABEL}):
+        tags = [tag for tag in image.get("RepoTags") or () if tag != "<none>:<none>"]
+        owner = snapshot_owner(tags, image.get("Labels") or {})
         if owner in wanted:
-            for tag in image.tags or [image.id]:
+            for tag in tags or [image["Id"]]:
                 found[tag] = wanted[owner]
     return found
 
@@ -87,8 +90,8 @@ def release_test_snapshots() -> None:
         for tag in leftovers_by_config(client, configs):
             try:
                 client.images.remove(tag, noprune=False)
-            except docker.errors.NotFound:
-                pass  # another fixture removed it first
+            except docker.errors.APIError:
+                pass  # removed meanwhile by another fixture; else the session-end check names it
     finally:
         client.close()
 
