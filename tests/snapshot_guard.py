@@ -73,27 +73,35 @@ def leftovers_by_config(client: docker.DockerClient, config_ids: set[str]) -> di
     return found
 
 
-def release_test_snapshots() -> None:
-    """Remove the snapshot images of the configs made since the last call: the root
-    conftest's cleanup calls this after each test has settled its jobs, so an install a
-    test started (in any test module, through any route) never leaves its image behind."""
-    if not UNRELEASED:
-        return
-    configs = set(UNRELEASED)
-    UNRELEASED.clear()
+def remove_snapshots(config_ids: set[str]) -> dict[str, str]:
+    """Remove every snapshot image of `config_ids` from the engine; return what was found
+    (tag -> config). A removal that fails (another fixture removed it meanwhile) is left
+    for the session-end check to name if the image truly stays."""
     try:
         client = docker.DockerClient(base_url=DOCKER_HOST, timeout=30)
         client.ping()
     except docker.errors.DockerException:
-        return  # no engine, so no image either
+        return {}  # no engine, so no image either
     try:
-        for tag in leftovers_by_config(client, configs):
+        found = leftovers_by_config(client, config_ids)
+        for tag in found:
             try:
                 client.images.remove(tag, noprune=False)
-            except docker.errors.APIError:
-                pass  # removed meanwhile by another fixture; else the session-end check names it
+            except docker.errors.DockerException:
+                pass
     finally:
         client.close()
+    return found
+
+
+def release_test_snapshots() -> None:
+    """Remove the snapshot images of the configs made since the last call: the root
+    conftest's cleanup calls this after each test has settled its jobs, so an install a
+    test started (in any test module, through any route) never leaves its image behind."""
+    if UNRELEASED:
+        configs = set(UNRELEASED)
+        UNRELEASED.clear()
+        remove_snapshots(configs)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -101,20 +109,7 @@ def _no_snapshot_outlives_the_run() -> Iterator[None]:
     yield
     if not CREATED_CONFIGS:
         return
-    try:
-        client = docker.DockerClient(base_url=DOCKER_HOST, timeout=30)
-        client.ping()
-    except docker.errors.DockerException:
-        return  # no engine, so no image either
-    try:
-        leaked = leftovers_by_config(client, set(CREATED_CONFIGS))
-        for tag in leaked:
-            try:
-                client.images.remove(tag, noprune=False)
-            except docker.errors.DockerException:
-                pass  # still named below; the next run's check names it again
-    finally:
-        client.close()
+    leaked = remove_snapshots(set(CREATED_CONFIGS))
     if leaked:
         named = "; ".join(f"{tag} (config made by {CREATED_BY.get(config, '?')})"
                           for tag, config in sorted(leaked.items()))
