@@ -12,6 +12,7 @@ import pytest
 
 from app.models import Role
 from tests import factories
+from tests.web._support import settled
 from tests.web.test_browser import SHOTS
 from tests.web.test_dashboard import workspace
 from tests.web.test_members_page import add_members
@@ -92,17 +93,22 @@ def test_members_search_pages_and_a_confirmed_role_change(browse, world, viewpor
     page.get_by_text("member-079@crowd.test").wait_for()
     page.wait_for_function("document.querySelectorAll('#members-table tbody tr').length == 10")
     assert "q=member-07" in page.url
+    settled(page)
 
     row = page.locator("tr", has_text="member-071@crowd.test")
     row.locator("select").select_option("admin")
     row.get_by_text("Make member-071@crowd.test an admin?").wait_for()
     row.get_by_text("invite, re-role and remove members").wait_for()
+    settled(page)
     assert row.locator(".badge-viewer").count() == 1  # nothing changed yet
     shot(page, f"members-confirm-{size}.png")
     row.get_by_role("link", name="Cancel").click()
     row.locator("select").wait_for()
+    settled(page)
 
     row.locator("select").select_option("admin")
+    row.get_by_role("button", name="Make admin").wait_for()
+    settled(page)
     row.get_by_role("button", name="Make admin").click()
     page.get_by_text("member-071@crowd.test is now admin.").wait_for()
     page.locator("tr", has_text="member-071@crowd.test").locator(".badge-admin").wait_for()
