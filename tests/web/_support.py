@@ -1,11 +1,8 @@
-"""Helpers for the web tests: form posts with the CSRF token, htmx headers, and waits for
-what htmx swapped into a browser page."""
+"""Request helpers for the web tests: form posts with the CSRF token, htmx headers."""
 
 from __future__ import annotations
 
 import re
-
-from playwright.sync_api import expect
 
 from tests.conftest import csrf_token
 
@@ -38,10 +35,3 @@ def confirm(page) -> str:
     box.locator("[data-popover-confirm]").click()
     box.wait_for(state="detached")
     return question
-
-
-def settled(page) -> None:
-    """Wait until htmx has wired up what it last swapped in. A swapped-in element is in the
-    page at once, but htmx attaches its triggers only when the swap settles (20 ms later,
-    more on a busy machine): a change or a click in between is lost."""
-    expect(page.locator(".htmx-added, .htmx-settling")).to_have_count(0)
