@@ -7,6 +7,7 @@ import threading
 import pytest
 import requests
 
+from app.backends import docker_disk
 from app.extensions import db
 from app.models import SandboxConfig, SandboxSession
 from tests.backends.conftest import BASE_IMAGE, require_docker
@@ -259,6 +260,7 @@ def test_sandbox_changed_behind_the_apps_back_is_resumed_or_replaced(world):
 
     _, _, config, member, _ = world
     raw = docker.APIClient(version="auto")
+    removed_disk = None
     try:
         session_id = open_session(member, config["id"])
         sandbox_id = run(member, session_id, "echo kept > /tmp/mark").json["data"]["sandbox_id"]
@@ -272,10 +274,14 @@ def test_sandbox_changed_behind_the_apps_back_is_resumed_or_replaced(world):
         assert stopped.status_code == 200, stopped.json
         assert stopped.json["data"]["stdout"] == "after-stop\n"
         replaced_id = stopped.json["data"]["sandbox_id"]
+        # Its loop disk outlives it, as when an operator removes a sandbox: the app's
+        # orphan sweep releases such disks at its next start; this test releases its own.
+        removed_disk = docker_disk.disk_of(raw.inspect_container(replaced_id))
         raw.remove_container(replaced_id, force=True)
         removed = run(member, session_id, "echo after-remove")
         assert removed.status_code == 200, removed.json
         assert removed.json["data"]["stdout"] == "after-remove\n"
         assert removed.json["data"]["sandbox_id"] != replaced_id
     finally:
+        docker_disk.release(removed_disk)
         raw.close()

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from app.backends import registry
+from app.backends import docker_disk, registry
 from app.backends.base import Backend, BackendError, SandboxInfo, SandboxSpec
 from app.backends.docker import DockerBackend
 
@@ -169,6 +169,7 @@ def _remove_test_containers() -> Iterator[None]:
         for label in (RUN_LABEL, FOREIGN_LABEL):
             for row in api.containers(all=True, filters={"label": f"{label}={RUN_ID}"}):
                 api.remove_container(row["Id"], force=True, v=True)
+                docker_disk.release((row.get("Labels") or {}).get(docker_disk.LABEL))
         for row in api.containers(all=True, filters={"label": "sandlot_fake_e2b"}):
             if (row.get("Labels") or {}).get("sandlot_fake_e2b", "").startswith(RUN_ID):
                 api.remove_container(row["Id"], force=True, v=True)

@@ -237,8 +237,13 @@ def test_a_disk_left_by_a_crash_is_released(docker_harness: Harness):
     orphan = docker_disk.create(32, docker_harness.backend.settings.host)  # no container
     image, mount_dir = docker_disk._paths(orphan.disk_id)
     assert os.path.ismount(mount_dir)
+    # Made before the grace period, as a crash's leftover is. The sweep keeps to the real
+    # grace: with none, it would also take another worker's disk whose container is being
+    # created at this moment.
+    old = time.time() - docker_disk.ORPHAN_GRACE_SEC - 60
+    os.utime(image, (old, old))
 
-    removed = docker_disk.sweep_orphans(docker_harness.backend.api, grace_sec=0)
+    removed = docker_disk.sweep_orphans(docker_harness.backend.api)
 
     assert orphan.disk_id in removed and kept_disk not in removed
     assert not image.exists() and not mount_dir.exists()
