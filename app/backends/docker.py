@@ -102,6 +102,15 @@ def _labels(metadata: dict[str, str], image: dict[str, Any]) -> dict[str, str]:
     return {**masked, **metadata}
 
 
+def _noted(stderr: str, note: str) -> str:
+    """stderr with a line of ours at its end, when there is something to say."""
+    if not note:
+        return stderr
+    if stderr and not stderr.endswith("\n"):
+        stderr += "\n"
+    return f"{stderr}sandlot: {note}\n"
+
+
 _DISK_POOL = ThreadPoolExecutor(4, thread_name_prefix="sandbox-disk")
 
 
@@ -454,19 +463,30 @@ class DockerBackend(DockerFiles, DockerImages):
         return docker_io.RawRun(out, err, code, time.monotonic() - started, truncated, hit,
                                 exec_id)
 
-    def _reap(self, data: dict[str, Any], since_ticks: int, exec_id: str) -> None:
-        """After a timeout: kill what the exec left outside its process group, sparing
-        the container's init and every other exec still running (docker_reap)."""
+    def _reap(self, data: dict[str, Any], since_ticks: int, exec_id: str) -> str:
+        """After a timeout or a cancel: kill what the exec left outside its process
+        group, sparing the container's init and every other exec still running
+        (docker_reap). Returns a sentence for the run's result when leftovers may
+        remain, else ""."""
         if not docker_reap.available(self.settings.host):
-            return
-        with self._errors("inspect"):
-            others = set()
-            for other in self.api.inspect_container(data["Id"]).get("ExecIDs") or ():
-                if other != exec_id:
-                    info = self.api.exec_inspect(other)
-                    if info.get("Running") and info.get("Pid"):
-                        others.add(int(info["Pid"]))
-        docker_reap.reap(int(data["State"].get("Pid") or 0), since_ticks, others)
+            return ("processes this command may have left outside its process group "
+                    "cannot be ended from here: the Docker engine is not on this host")
+
+        def live_execs() -> set[int]:
+            with self._errors("inspect"):
+                others = set()
+                for other in self.api.inspect_container(data["Id"]).get("ExecIDs") or ():
+                    if other != exec_id:
+                        info = self.api.exec_inspect(other)
+                        if info.get("Running") and info.get("Pid"):
+                            others.add(int(info["Pid"]))
+                return others
+
+        reaped = docker_reap.reap(int(data["State"].get("Pid") or 0), since_ticks, live_execs)
+        if reaped.settled:
+            return ""
+        return ("some processes this command left were still exiting when it ended; "
+                "the sandbox may be short of processes for a moment")
 
     def exec(self, sandbox_id: str, command: str, *, user: str | None = None,
              cwd: str | None = None, env: dict[str, str] | None = None,
@@ -498,11 +518,10 @@ class DockerBackend(DockerFiles, DockerImages):
                         marker=marker, on_output=on_output, on_started=started,
                         looked=sandbox_id if recent is not None else "")
         killed = run.exit_code in (124, 137) and run.elapsed >= timeout_sec
-        if killed or run.deadline_hit:
-            self._reap(data, since, run.exec_id)
+        note = self._reap(data, since, run.exec_id) if killed or run.deadline_hit else ""
         exit_code = run.exit_code if run.exit_code is not None else 124
         return ExecResult(stdout=run.stdout.decode("utf-8", "replace"),
-                          stderr=run.stderr.decode("utf-8", "replace"),
+                          stderr=_noted(run.stderr.decode("utf-8", "replace"), note),
                           exit_code=exit_code, duration_ms=int(run.elapsed * 1000),
                           timed_out=killed or run.deadline_hit, truncated=run.truncated)
 

@@ -1,4 +1,4 @@
-"""Kill what a timed-out exec left behind in its container (decisions 12).
+"""Kill what a timed-out or cancelled exec left behind in its container (decisions 12).
 
 `timeout -s KILL` in the container kills the command's process group, which is all of
 an ordinary command. A process that left the group (`setsid`, a daemon) survives that,
@@ -11,8 +11,16 @@ identifies them. The main process (`sleep infinity`, forked by the init) is told
 by being the init's earliest child: on a busy host it can start in the same clock tick
 as an exec sent right after the container started, or later.
 
+A fork bomb forks faster than anyone can kill it pid by pid from /proc, so the sweep
+first freezes the container's cgroup (the freezer `docker pause` uses): nothing in it
+runs or forks while the frozen process list is read and every leftover is sent SIGKILL,
+and on thaw each of them dies before it runs another instruction. The sweep then waits
+until the init has reaped them: a zombie still holds its pid against the pids limit, so
+the next command could not start. Where the freezer cannot be used, the same selection
+runs in a loop until a pass finds nothing left (the old way, which a bomb can outrun).
+
 Needs the engine on this host and root (the same conditions as egress enforcement);
-elsewhere only the process-group kill applies.
+elsewhere only the process-group kill applies, and the backend says so in the result.
 """
 
 from __future__ import annotations
@@ -20,12 +28,15 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-WAIT_SEC = 3.0  # sweep until nothing is left (a process may fork while we read /proc),
-# and until the killed are reaped: a zombie still holds its pid against the pids limit,
-# so the next command could not start.
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+WAIT_SEC = 3.0  # the whole sweep: freeze, kill, thaw, and the init reaping the killed
+FREEZE_SEC = 1.0  # a task stuck in the kernel (D state) may keep a cgroup FREEZING
 
 
 def now_ticks() -> int:
@@ -35,7 +46,16 @@ def now_ticks() -> int:
 
 def available(engine_host: str) -> bool:
     return (engine_host.startswith("unix://") and hasattr(os, "geteuid")
-            and os.geteuid() == 0 and os.path.isdir("/sys/fs/cgroup"))
+            and os.geteuid() == 0 and CGROUP_ROOT.is_dir())
+
+
+@dataclass(frozen=True)
+class Reaped:
+    """What a sweep did: how many it killed, and whether all of them are gone (reaped,
+    their pids free again) within the sweep's time."""
+
+    killed: int
+    settled: bool
 
 
 def _stat(pid: int) -> tuple[int, int, bool] | None:
@@ -47,19 +67,96 @@ def _stat(pid: int) -> tuple[int, int, bool] | None:
     return int(fields[1]), int(fields[19]), fields[0] == "Z"
 
 
-def _cgroup(pid: int) -> tuple[str, Path] | None:
-    """A process's pids cgroup line and that cgroup's cgroup.procs (v1 or v2)."""
+@dataclass(frozen=True)
+class _Cgroup:
+    """The container's cgroup as the sweep uses it: the line of /proc/<pid>/cgroup that
+    identifies membership, the process list, and the freezer's control file."""
+
+    line: str
+    procs: Path
+    freezer: Path | None  # v1 freezer.state, or v2 cgroup.freeze
+    v2: bool
+
+    def pids(self) -> list[int] | None:
+        try:
+            return [int(p) for p in self.procs.read_text().split()]
+        except OSError:
+            return None
+
+
+def _cgroup_lines(pid: int) -> dict[str, tuple[str, str]]:
+    """controller -> (line, path) from /proc/<pid>/cgroup; "" is the v2 hierarchy."""
     try:
         lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
     except OSError:
-        return None
+        return {}
+    found: dict[str, tuple[str, str]] = {}
     for line in lines:
         _, controllers, path = line.split(":", 2)
-        if controllers == "pids":
-            return line, Path(f"/sys/fs/cgroup/pids{path}/cgroup.procs")
-        if controllers == "" and line.startswith("0::"):
-            return line, Path(f"/sys/fs/cgroup{path}/cgroup.procs")
+        for controller in controllers.split(","):
+            found.setdefault(controller, (line, path))
+    return found
+
+
+def _cgroup(pid: int) -> _Cgroup | None:
+    """The pids cgroup a process is in (v1 `pids` hierarchy, or v2 unified), with the
+    freezer of the same container."""
+    lines = _cgroup_lines(pid)
+    if "pids" in lines:  # v1 (or hybrid, where the container's controllers are v1)
+        line, path = lines["pids"]
+        freezer = lines.get("freezer")
+        state = CGROUP_ROOT / f"freezer{freezer[1]}" / "freezer.state" if freezer else None
+        return _Cgroup(line, CGROUP_ROOT / f"pids{path}" / "cgroup.procs",
+                       state if state and state.exists() else None, v2=False)
+    if "" in lines and (CGROUP_ROOT / "cgroup.controllers").exists():
+        line, path = lines[""]
+        freeze = CGROUP_ROOT / path.lstrip("/") / "cgroup.freeze"
+        return _Cgroup(line, CGROUP_ROOT / path.lstrip("/") / "cgroup.procs",
+                       freeze if freeze.exists() else None, v2=True)
     return None
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
+def _is_frozen(group: _Cgroup) -> bool:
+    assert group.freezer is not None
+    if group.v2:
+        return "frozen 1" in _read(group.freezer.with_name("cgroup.events")).splitlines()
+    return _read(group.freezer) == "FROZEN"
+
+
+def _write(path: Path, value: str) -> bool:
+    try:
+        path.write_text(value)
+        return True
+    except OSError:
+        return False
+
+
+@contextmanager
+def _frozen(group: _Cgroup) -> Iterator[bool]:
+    """Freeze the cgroup for the block; yields whether it is frozen. A cgroup someone
+    else froze (a paused sandbox) is left as it is, and never thawed here."""
+    freezer = group.freezer
+    if freezer is None or _read(freezer) not in ("THAWED", "0"):
+        yield False
+        return
+    frozen_value, thawed_value = ("1", "0") if group.v2 else ("FROZEN", "THAWED")
+    deadline = time.monotonic() + FREEZE_SEC
+    frozen = False
+    try:
+        while _write(freezer, frozen_value) and time.monotonic() < deadline:
+            if frozen := _is_frozen(group):
+                break
+            time.sleep(0.002)
+        yield frozen
+    finally:
+        _write(freezer, thawed_value)
 
 
 def _kill(pid: int, cgroup_line: str) -> bool:
@@ -72,7 +169,7 @@ def _kill(pid: int, cgroup_line: str) -> bool:
         return False
     try:
         found = _cgroup(pid)
-        if found is None or found[0] != cgroup_line:
+        if found is None or found.line != cgroup_line:
             return False
         signal.pidfd_send_signal(handle, signal.SIGKILL)
         return True
@@ -100,30 +197,69 @@ def _main_process(init_pid: int, stats: dict[int, tuple[int, int, bool]]) -> int
     return min(children)[1] if children else None
 
 
-def reap(init_pid: int, since_ticks: int, protected_roots: set[int]) -> int:
-    """SIGKILL every process of the container started at or after `since_ticks` that
-    is not its init, its main process nor under one of `protected_roots` (other live
-    execs); the count."""
-    found = _cgroup(init_pid) if init_pid > 1 else None
-    if found is None or found[0].endswith(":/"):
-        return 0  # not in a container's own cgroup: never sweep the host's
-    cgroup_line, procs = found
-    killed = 0
-    main = None
-    deadline = time.monotonic() + WAIT_SEC
-    while time.monotonic() < deadline:
-        try:
-            pids = [int(p) for p in procs.read_text().split()]
-        except OSError:
-            return killed
+class _Sweep:
+    """One sweep's state: the leftovers signalled so far (pid -> start ticks)."""
+
+    def __init__(self, group: _Cgroup, init_pid: int, since_ticks: int, protected: set[int]):
+        self.group, self.init_pid, self.since = group, init_pid, since_ticks
+        self.protected = protected
+        self.main: int | None = None
+        self.victims: dict[int, int] = {}
+
+    def kill_pass(self) -> int:
+        """Signal every leftover not signalled yet; how many were new (-1: the cgroup
+        is gone, so is the container)."""
+        pids = self.group.pids()
+        if pids is None:
+            return -1
         stats = {pid: stat for pid in pids if (stat := _stat(pid))}
         parents = {pid: stat[0] for pid, stat in stats.items()}
-        main = main or _main_process(init_pid, stats)
-        left = [pid for pid, (_, start, _) in stats.items()
-                if pid not in (init_pid, main) and start >= since_ticks
-                and not _under(pid, parents, protected_roots)]
-        if not left:
-            return killed
-        killed += sum(_kill(pid, cgroup_line) for pid in left if not stats[pid][2])
-        time.sleep(0.02)
-    return killed
+        self.main = self.main or _main_process(self.init_pid, stats)
+        new = 0
+        for pid, (_, start, zombie) in stats.items():
+            if (pid in (self.init_pid, self.main) or start < self.since or zombie
+                    or self.victims.get(pid) == start
+                    or _under(pid, parents, self.protected)):
+                continue
+            if _kill(pid, self.group.line):
+                self.victims[pid] = start
+                new += 1
+        return new
+
+    def gone(self) -> bool:
+        """Every victim reaped: no pid of theirs is still a process (alive or zombie)."""
+        for pid, start in list(self.victims.items()):
+            stat = _stat(pid)
+            if stat is None or stat[1] != start:
+                del self.victims[pid]
+        return not self.victims
+
+
+def reap(init_pid: int, since_ticks: int,
+         protected_roots: set[int] | Callable[[], set[int]]) -> Reaped:
+    """SIGKILL every process of the container started at or after `since_ticks` that
+    is not its init, its main process nor under one of `protected_roots` (the pids of
+    other live execs, or a function that gives them: it is called while the container
+    is frozen, so an exec started just before the sweep is spared too), then wait until
+    they are reaped."""
+    group = _cgroup(init_pid) if init_pid > 1 else None
+    if group is None or group.line.endswith(":/"):
+        return Reaped(0, True)  # not in a container's own cgroup: never sweep the host's
+    deadline = time.monotonic() + WAIT_SEC
+    with _frozen(group):
+        roots = protected_roots() if callable(protected_roots) else protected_roots
+        sweep = _Sweep(group, init_pid, since_ticks, roots)
+        if sweep.kill_pass() < 0:
+            return Reaped(0, True)
+    # Thawed: what was signalled dies now. Unfrozen (no freezer, or it did not settle)
+    # a leftover may have forked meanwhile, so pass again until a pass finds none.
+    killed = len(sweep.victims)
+    while time.monotonic() < deadline:
+        new = sweep.kill_pass()
+        if new < 0:
+            return Reaped(killed, True)
+        killed += new
+        if not new and sweep.gone():
+            return Reaped(killed, True)
+        time.sleep(0.005)
+    return Reaped(killed, sweep.gone())

@@ -10,7 +10,11 @@ are what is under test, not limits a test passed by hand.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 from flask import current_app
@@ -96,26 +100,67 @@ def test_a_stored_limit_above_a_lowered_maximum_is_capped(app):
 
 # -- attacks -----------------------------------------------------------------------------
 
-def test_a_fork_bomb_is_contained_and_the_sandbox_stays_usable(docker_harness: Harness):
-    info = _create(docker_harness)
+@pytest.fixture
+def busy_cores() -> Iterator[None]:
+    """Every core of the machine kept busy for the test (a loaded CI host), then freed."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                for _ in range(os.cpu_count() or 2)]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+
+
+# How many bombs each variant sets off in a row (issue 30 asks for 20 on a busy machine:
+# SANDLOT_BOMB_TRIES=20); CI runs a few, each about 3 s.
+BOMB_TRIES = int(os.environ.get("SANDLOT_BOMB_TRIES", "3"))
+BOMB = "bomb() { bomb | bomb & }; bomb"
+
+
+@pytest.mark.parametrize("escape", ["", "setsid"], ids=["in-group", "setsid"])
+def test_after_a_fork_bomb_times_out_the_next_command_runs_at_once(
+        docker_harness: Harness, busy_cores: None, escape: str):
+    # A quarter of the deployment's maximum: a pid-by-pid sweep could not keep up with a
+    # bomb this size on busy cores (3 tries in 8 left the next command waiting 8-13 s).
+    info = _create(docker_harness, pids_limit=1024)
+    backend = docker_harness.backend
     # Never let a bomb loose without a process limit: it would take the host's pids.
-    assert docker_harness.backend.api.inspect_container(info.id)["HostConfig"]["PidsLimit"]
+    pids_limit = backend.api.inspect_container(info.id)["HostConfig"]["PidsLimit"]
+    assert pids_limit
     load_before = os.getloadavg()[0]
+    # Another command running all along, forked before the bombs: it must survive them.
+    # (Its end is not awaited: it is seen alive after the bombs, and goes with the sandbox.)
+    threading.Thread(target=backend.exec, args=(info.id, "sleep 900; echo survived"),
+                     kwargs={"timeout_sec": 600}, daemon=True).start()
+    time.sleep(0.5)
+    # The command's own shell forks once (the subshell that lights the bomb), then waits
+    # in a builtin loop: once the bomb holds every pid it cannot fork, and a shell that
+    # tried would end early ("Cannot fork") instead of timing out. The setsid bomb leaves
+    # the process group, so only the host can end it.
+    bomb = (f"setsid sh -c '{BOMB}' >/dev/null 2>&1 & while :; do :; done" if escape
+            else f"({BOMB}); while :; do :; done")
 
-    # The command's own shell goes on with a builtin loop: it must not need a fork once the
-    # bomb has taken every pid, or it ends early ("Cannot fork") instead of timing out.
-    result = docker_harness.backend.exec(
-        info.id, "bomb() { bomb | bomb & }; bomb; while :; do :; done", timeout_sec=5)
-    started = time.monotonic()
-    after = docker_harness.backend.exec(info.id, "echo alive", timeout_sec=10)
+    answers: list[float] = []
+    for attempt in range(BOMB_TRIES):
+        result = backend.exec(info.id, bomb, timeout_sec=2)
+        started = time.monotonic()
+        after = backend.exec(info.id, "echo alive", timeout_sec=10)
+        answers.append(time.monotonic() - started)
 
-    assert after.stdout == "alive\n" and after.exit_code == 0
-    assert time.monotonic() - started < 5
-    assert result.timed_out
-    assert not [line for line in _processes(docker_harness, info) if "bomb" in line]
-    # Bounded by the process limit and the CPU share: ~+20 here (other sessions share
-    # the machine); without limits the same bomb took the host's load to 7203.
-    assert os.getloadavg()[0] < load_before + 64
+        assert result.timed_out, (attempt, result)
+        assert (after.stdout, after.exit_code) == ("alive\n", 0), (attempt, after)
+        assert answers[-1] < 3, (attempt, answers)
+
+    print(f"next command answered in {min(answers):.2f}-{max(answers):.2f} s")
+    left = _processes(docker_harness, info)
+    assert not [line for line in left if "bomb" in line]
+    assert [line for line in left if "sleep 900" in line], left  # the other command lives
+    assert backend.api.inspect_container(info.id)["State"]["Status"] == "running"
+    # Bounded by the process limit: never more runnable processes than it allows (each
+    # bomb briefly holds all of them); without limits one bomb took the host's load to 7203.
+    assert os.getloadavg()[0] < load_before + pids_limit
 
 
 def test_a_thread_bomb_stops_at_the_process_limit(docker_harness: Harness):
@@ -201,7 +246,6 @@ def test_a_sweep_spares_the_init_and_main_process_even_when_they_look_new(
 
 
 def test_a_timeout_spares_a_concurrent_command(docker_harness: Harness):
-    import threading
 
     info = _create(docker_harness)
     other: list = []
@@ -249,3 +293,21 @@ def test_a_disk_left_by_a_crash_is_released(docker_harness: Harness):
     assert not image.exists() and not mount_dir.exists()
     assert docker_harness.backend.exec(kept.id, "echo ok > /workspace/f && cat /workspace/f"
                                        ).stdout == "ok\n"
+
+
+def test_a_timeout_whose_leftovers_the_host_cannot_reach_says_so(
+        docker_harness: Harness, monkeypatch: pytest.MonkeyPatch):
+    # An engine on another host (or no root here): only the in-container process-group
+    # kill applies, and the run's result says what could not be done.
+    from app.backends import docker_reap
+
+    info = _create(docker_harness)
+    monkeypatch.setattr(docker_reap, "available", lambda host: False)
+
+    result = docker_harness.backend.exec(info.id, "setsid sleep 305 >/dev/null 2>&1 & sleep 60",
+                                         timeout_sec=1)
+
+    assert result.timed_out
+    assert result.stderr.endswith("sandlot: processes this command may have left outside "
+                                  "its process group cannot be ended from here: the Docker "
+                                  "engine is not on this host\n")
