@@ -61,7 +61,8 @@ class Reaped:
 def _stat(pid: int) -> tuple[int, int, bool] | None:
     """(parent pid, start ticks, is a zombie) of a host pid, None when it is gone."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
     return int(fields[1]), int(fields[19]), fields[0] == "Z"
@@ -168,9 +169,9 @@ def _kill(pid: int, cgroup_line: str) -> bool:
     except OSError:
         return False
     try:
-        found = _cgroup(pid)
-        if found is None or found.line != cgroup_line:
-            return False
+        with open(f"/proc/{pid}/cgroup") as membership:
+            if cgroup_line not in membership.read().splitlines():
+                return False
         signal.pidfd_send_signal(handle, signal.SIGKILL)
         return True
     except OSError:
