@@ -10,6 +10,7 @@ import pytest
 from tests import factories
 from tests.api.test_paging import add_configs
 from tests.web.test_browser import shot, sign_in
+from tests.web.test_browser_dialogs import held_until
 
 pytestmark = [pytest.mark.browser]
 
@@ -59,3 +60,30 @@ def test_pages_and_filter_box(tab, suffix):
     tab.mouse.move(0, 0)
     shot(tab, f"sandboxes-paged{suffix}.png")
     assert tab.evaluate("document.documentElement.scrollWidth") <= SIZES[suffix]["width"]
+
+
+def test_what_is_typed_while_a_filter_answer_is_in_flight_is_kept_and_asked_for(tab):
+    # A slow answer (a loaded server) to the first words typed must not reset the box or
+    # drop the request for what was typed since: it failed a fresh-clone CI run, the box
+    # back at "cfg-01" and the page never asking for "cfg-011".
+    group = factories.populate("Acme Research")
+    add_configs(group.tenant, 120)
+    held: dict = {}
+    tab.route(re.compile(r".*/sandboxes\?q=cfg-01$"),
+              lambda route: held.setdefault("first", route))
+    sign_in(tab, group.admin.email)
+    tab.goto("/sandboxes")
+    box = tab.get_by_label("Filter sandbox configs by name or description")
+    box.click()
+    box.press_sequentially("cfg-01")
+    held_until(tab, held, "first")  # asked for "cfg-01"; no answer yet
+
+    box.press_sequentially("1")
+    tab.wait_for_timeout(400)  # past the filter's 300 ms pause, so it asks again
+    held["first"].continue_()
+
+    tab.wait_for_url(re.compile(r"q=cfg-011"))
+    tab.get_by_text("cfg-0119").wait_for()
+    assert tab.locator(".sandbox-card").count() == 10
+    assert box.input_value() == "cfg-011"
+    assert tab.evaluate("document.activeElement.id") == "sandbox-filter"
