@@ -14,7 +14,8 @@ from app.errors import Unavailable
 from app.extensions import db
 from app.models import ApiKey, Membership, SandboxSession, Tenant, User
 from app.models.types import utcnow
-from app.services import Actor, audit, job_limits, jobs, personal_env, session_end
+from app.services import Actor, audit, job_limits, jobs, session_end
+from app.services.personal import values as personal_env
 
 log = logging.getLogger("sandlot.members")
 JOB_KIND = "end_member_sessions"

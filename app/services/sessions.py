@@ -27,16 +27,10 @@ from app.errors import Forbidden, NotFound, ValidationFailed
 from app.extensions import db
 from app.models import BindingState, SandboxConfig, SandboxSession, Tenant, User
 from app.models.types import utcnow
-from app.services import (
-    audit,
-    env_resolver,
-    exec_capture,
-    incidents,
-    paging,
-    session_binding,
-    skill_exec,
-)
-from app.services.personal_env import Who
+from app.services import audit, incidents, paging, session_binding, skill_exec
+from app.services.personal import capture as exec_capture
+from app.services.personal import resolver
+from app.services.personal.values import Who
 from app.services.run_output import LiveHooks
 from app.services.sandbox_configs import backend_for, cordoned
 
@@ -133,7 +127,7 @@ class Prepared:
     config_id: str
     who: Who
     skill: str | None
-    resolution: env_resolver.Resolution
+    resolution: resolver.Resolution
     timeout: int
 
 
@@ -147,7 +141,7 @@ def precheck(tenant: Tenant, user: User, session: SandboxSession, command: str,
 
 def _prepare(tenant: Tenant, user: User, session: SandboxSession, command: str,
              timeout_sec: int | None, skill: str | None
-             ) -> tuple[SandboxConfig, Any, env_resolver.Resolution]:
+             ) -> tuple[SandboxConfig, Any, resolver.Resolution]:
     _check_command(command, timeout_sec)
     if tenant.scripts_disabled:
         raise Forbidden("Script execution is turned off for this workspace.",
@@ -158,9 +152,9 @@ def _prepare(tenant: Tenant, user: User, session: SandboxSession, command: str,
     who = Who.user(tenant, user)
     installed = skill_exec.usable_skill(config, skill) if skill else None
     # The caller's layers (reference 8.4); unreadable values refuse the run here.
-    resolution = env_resolver.resolve(who, config.id, installed)
+    resolution = resolver.resolve(who, config.id, installed)
     if installed is not None and resolution.missing:
-        raise env_resolver.refuse_missing(installed.name, resolution.missing)
+        raise resolver.refuse_missing(installed.name, resolution.missing)
     return config, installed, resolution
 
 

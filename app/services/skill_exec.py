@@ -10,8 +10,9 @@ from app.errors import NotFound
 from app.extensions import db
 from app.models import SandboxConfig
 from app.models.skill import InstalledSkill, InstallStatus
-from app.services import env_resolver, exec_capture
-from app.services.personal_env import Who
+from app.services.personal import capture as exec_capture
+from app.services.personal import resolver
+from app.services.personal.values import Who
 
 SKILLS_ROOT = "/opt/weknora/tenant/skills"
 OUTPUT_DIR, INPUT_DIR = "/workspace/output", "/workspace/input"
@@ -56,4 +57,4 @@ def capture(backend: Backend, sandbox_id: str, who: Who, installed: InstalledSki
         return
     read = backend.exec(sandbox_id, exec_capture.read_command(directory), timeout_sec=10,
                         output_limit=256 * 1024)
-    env_resolver.capture(who, installed, exec_capture.parse(read.stdout))
+    resolver.capture(who, installed, exec_capture.parse(read.stdout))

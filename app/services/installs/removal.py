@@ -25,10 +25,11 @@ from app.models import (
     SnapshotTrigger,
 )
 from app.models.types import utcnow
-from app.services import personal_env, sandbox_doc
+from app.services import sandbox_doc
 from app.services import skills as catalog
 from app.services.installs import image, plan
 from app.services.installs.run import Run
+from app.services.personal import values as personal_env
 
 
 def uninstall(job_id: str, skill_id: str,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import secrets
 
-from app.services.personal_env import NAME_RE
+from app.services.personal.values import NAME_RE
 
 _ENTRY = re.compile(r"([A-Z_][A-Z0-9_]*):([0-9a-f\s]*);")
 

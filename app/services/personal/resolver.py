@@ -21,8 +21,8 @@ from app.errors import AppError, BadRequest, Conflict, Unavailable
 from app.extensions import db
 from app.models import InstalledSkill, PersonalEnvVar
 from app.models.personal_env import CONFIG_WIDE
-from app.services import personal_env
-from app.services.personal_env import Who
+from app.services.personal import values as personal_env
+from app.services.personal.values import Who
 
 log = logging.getLogger("sandlot.personal_env")
 
