@@ -158,7 +158,7 @@ class BaseConfig:
     @classmethod
     def validate(cls, cfg: dict) -> None:
         """Refuse a configuration that cannot run safely."""
-        from app.services.endpoints import EngineSettingError, parse_engines
+        from app.services.sandboxes.endpoints import EngineSettingError, parse_engines
 
         try:
             parse_engines(cfg.get("SANDBOX_DOCKER_ENGINES") or "")

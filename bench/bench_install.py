@@ -79,7 +79,8 @@ def make_app(database_url: str, bundles: str):
 def seed():
     from app.extensions import db
     from app.models import Role
-    from app.services import audit, sandbox_configs, users
+    from app.services import audit, users
+    from app.services.sandboxes import configs
 
     db.create_all()
     tenant = users.create_tenant("Bench")
@@ -87,7 +88,7 @@ def seed():
     users.grant(tenant, user, Role.admin)
     db.session.commit()
     actor = audit.SystemActor("bench")
-    config = sandbox_configs.create_config(tenant, actor, "local", "", {
+    config = configs.create_config(tenant, actor, "local", "", {
         "sandbox_type": "docker", "docker": {"image": IMAGE, "network_mode": "none"}})
     return tenant, actor, config
 

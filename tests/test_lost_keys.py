@@ -16,10 +16,11 @@ from app.errors import AppError
 from app.extensions import db
 from app.models import InstalledSkill, PersonalEnvVar, SandboxConfig
 from app.models.personal_env import CONFIG_WIDE, PRINCIPAL_USER
-from app.services import audit, sandbox_doc
-from app.services import sandbox_configs as service
+from app.services import audit
 from app.services.personal import resolver
 from app.services.personal import values as personal_env
+from app.services.sandboxes import configs as service
+from app.services.sandboxes import document as sandbox_doc
 from tests.sweeps import secrets as planted
 from tests.sweeps.routes import make_installed_skill
 

@@ -15,7 +15,7 @@ wait, in order, while other tenants' jobs run.
 
 from __future__ import annotations
 
-from app.services.sandbox_check_parts import BUDGET_SEC, CLEANUP_TIMEOUT_SEC
+from app.services.sandboxes.check.parts import BUDGET_SEC, CLEANUP_TIMEOUT_SEC
 
 # Session removals: the provider calls of one removal together, run on a helper thread
 # (session_end.REMOVAL_BUDGET_SEC), whatever a config's http_timeout_sec says.

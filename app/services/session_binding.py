@@ -24,9 +24,9 @@ from app.errors import NotFound, Unavailable
 from app.extensions import db
 from app.models import BindingState, SandboxConfig, SandboxSession
 from app.models.types import utcnow
-from app.services import sandbox_doc
-from app.services.installs import image as skill_image
-from app.services.sandbox_configs import backend_for
+from app.services.sandboxes import document
+from app.services.sandboxes import image as skill_image
+from app.services.sandboxes.configs import backend_for
 
 log = logging.getLogger("sandlot.sessions")
 CLAIM_EXPIRY = timedelta(seconds=180)  # a creator that died frees its claim after this
@@ -112,7 +112,7 @@ def session_spec(session: SandboxSession, config: SandboxConfig, version: int) -
     """The config's spec, booting from its skill snapshot when it has one built under the
     current identity (reference 9.1 step 5), so installed skills are there."""
     doc = config.config
-    spec = sandbox_doc.spec_for(doc, {
+    spec = document.spec_for(doc, {
         "sandlot_tenant_id": str(session.tenant_id), "sandlot_session_id": session.id,
         "sandlot_binding_version": str(version), "sandlot_provider": doc["sandbox_type"],
         "sandlot_sandbox_config_id": config.id, "sandlot_purpose": "session",

@@ -22,8 +22,9 @@ from app.errors import NotFound, Unavailable
 from app.extensions import db
 from app.models import SandboxConfig, SandboxRemoval, SandboxSession, Tenant, User
 from app.models.types import utcnow
-from app.services import Actor, audit, job_limits, jobs, paging, sandbox_check_parts
-from app.services.sandbox_configs import backend_for, sandbox_filter
+from app.services import Actor, audit, job_limits, jobs, paging
+from app.services.sandboxes.check import parts
+from app.services.sandboxes.configs import backend_for, sandbox_filter
 
 log = logging.getLogger("sandlot.session_end")
 JOB_KIND = "remove_sandboxes"
@@ -167,7 +168,7 @@ def remove(removal_id: int) -> str:
         db.session.rollback()
         log.warning("sandbox of ended session %s not removed: %s", removal.session_id,
                     exc.reason)
-        _postpone(removal_id, sandbox_check_parts.conceal(None, exc.reason))
+        _postpone(removal_id, parts.conceal(None, exc.reason))
         return "retry"
     except Exception:  # noqa: BLE001 - e.g. a config that no longer decrypts: keep the row
         db.session.rollback()
@@ -221,7 +222,7 @@ def _delete_at_provider(removal: SandboxRemoval, config: SandboxConfig | None) -
     try:
         # A config's http_timeout_sec may be 600 s per call: the calls together get a
         # budget below the job's limit (job_limits), past which the removal is retried.
-        sandbox_check_parts.bounded(calls, job_limits.REMOVAL_BUDGET_SEC)
+        parts.bounded(calls, job_limits.REMOVAL_BUDGET_SEC)
     finally:
         backend.close()
 

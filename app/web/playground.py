@@ -24,8 +24,9 @@ from app.auth.guards import guard
 from app.errors import AppError, ValidationFailed
 from app.extensions import db, htmx
 from app.models import BindingState, Role, SandboxConfig, SandboxSession
-from app.services import installed_skills, runs, sandbox_configs, session_end, sessions
-from app.services.network_policy import DENY_ALL
+from app.services import installed_skills, runs, session_end, sessions
+from app.services.sandboxes import configs as sandbox_configs
+from app.services.sandboxes.network_policy import DENY_ALL
 from app.services.sessions import ExecOutcome
 from app.tenancy import current_tenant, principal
 from app.web import bp, playground_runs

@@ -12,7 +12,8 @@ from app.auth.guards import guard
 from app.errors import NotFound, ValidationFailed
 from app.extensions import db, htmx
 from app.models import Job, Role
-from app.services import sandbox_check, sandbox_configs
+from app.services.sandboxes import configs
+from app.services.sandboxes.check import job as sandbox_check
 from app.tenancy import get_or_404, principal
 from app.web import bp
 from app.web.jobs import STOP_POLLING
@@ -57,7 +58,7 @@ def start_sandbox_check():
             raise ValidationFailed(ed.problems)
         who = principal()
         job = sandbox_check.start(who.tenant_id, who.actor_id, row, doc, deep,
-                                  may_reuse=sandbox_configs.may_update(who))
+                                  may_reuse=configs.may_update(who))
     except ValidationFailed as err:
         db.session.rollback()
         return _render(None, 400, deep=deep, problems=err.errors)

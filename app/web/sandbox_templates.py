@@ -17,8 +17,9 @@ from app.errors import AppError, BadRequest, NotFound, ValidationFailed
 from app.extensions import db
 from app.models import Job, Role, SandboxConfig
 from app.security import config_secrets
-from app.services import sandbox_configs, sandbox_templates
-from app.services.installs import image as skill_image
+from app.services.sandboxes import configs as sandbox_configs
+from app.services.sandboxes import image as skill_image
+from app.services.sandboxes import templates as sandbox_templates
 from app.tenancy import get_or_404, principal
 from app.web import bp
 from app.web.jobs import STOP_POLLING

@@ -21,18 +21,22 @@ from app.errors import AppError, BadRequest, NotFound, ValidationFailed
 from app.extensions import db, htmx
 from app.models import Role, SandboxConfig
 from app.security import config_secrets, cursors
-from app.services import (
+from app.services import paging
+from app.services.sandboxes import configs as service
+from app.services.sandboxes import (
+    document as sandbox_doc,
+)
+from app.services.sandboxes import (
     endpoints,
     incidents,
+    lists,
     network_policy,
-    paging,
-    sandbox_check_parts,
-    sandbox_doc,
-    sandbox_lists,
-    sandbox_templates,
 )
-from app.services import sandbox_configs as service
-from app.services.sandbox_configs import Inventory
+from app.services.sandboxes import (
+    templates as sandbox_templates,
+)
+from app.services.sandboxes.check import parts as sandbox_check_parts
+from app.services.sandboxes.configs import Inventory
 from app.tenancy import current_tenant, get_or_404, principal
 from app.web import bp, sandbox_sessions
 from app.web._helpers import confirm_page, notice
@@ -133,7 +137,7 @@ def _list_context() -> dict[str, Any]:
     with its place in the list ("51-100 of 120"); the next and previous pages are signed
     cursors (the last or first card's keys) bound to this workspace, tab and filter."""
     tenant, tab, text = current_tenant(), _tab(), _filter()
-    counts = sandbox_lists.count_by_backend(tenant, text)
+    counts = lists.count_by_backend(tenant, text)
     tabs = [("", "All", sum(counts.values()))] + [(k, KIND_LABELS[k], counts.get(k, 0))
                                                   for k in BACKENDS]
     scope = json.dumps(["web.sandboxes", tenant.id, tab, text])
@@ -141,13 +145,13 @@ def _list_context() -> dict[str, Any]:
     before = _cursor(scope, "before") if get else None
     after = None if before or not get else _cursor(scope, "after")
     which = {"by_name": True, "name_contains": text, "sandbox_type": tab or None}
-    page = sandbox_lists.configs_page(tenant, paging.Window(PAGE_SIZE, before or after),
+    page = lists.configs_page(tenant, paging.Window(PAGE_SIZE, before or after),
                                       count=False, backwards=before is not None, **which)
     if before and not page.rows:  # nothing before it any more: the first page
-        page = sandbox_lists.configs_page(tenant, paging.Window(PAGE_SIZE), count=False,
+        page = lists.configs_page(tenant, paging.Window(PAGE_SIZE), count=False,
                                           **which)
     total = counts.get(tab, 0) if tab else sum(counts.values())
-    start = sandbox_lists.position(tenant, page.rows[0], **which) \
+    start = lists.position(tenant, page.rows[0], **which) \
         if page.rows and (before or after) else 0
     here = {"backend": tab or None, "q": text or None}
 

@@ -18,7 +18,7 @@ from flask import current_app
 from app.backends import docker_disk
 from app.backends.base import SandboxInfo
 from app.errors import ValidationFailed
-from app.services import sandbox_doc
+from app.services.sandboxes import document as sandbox_doc
 from tests.backends.conftest import BASE_IMAGE, Harness
 
 # Lists the processes of a sandbox as "pid args", without ps (not in the image).

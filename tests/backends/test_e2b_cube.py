@@ -32,7 +32,7 @@ from app.backends.base import (
 )
 from app.backends.cube import CubeBackend, _traffic_tokens
 from app.security import ssrf
-from app.services import sandbox_doc
+from app.services.sandboxes import document as sandbox_doc
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, RUN_ID, RUN_LABEL, require_docker
 from tests.fakes.e2b_server import FakeE2BServer
 

@@ -22,8 +22,9 @@ import pytest
 
 from app.jobs.registry import KINDS
 from app.models import JobStatus
-from app.services import job_limits, sandbox_check
+from app.services import job_limits
 from app.services import jobs as job_service
+from app.services.sandboxes.check import job as sandbox_check
 from tests.backends.conftest import require_docker
 from tests.jobs.conftest import ROOT
 from tests.jobs.helpers import fresh_row, wait_for_terminal

@@ -159,9 +159,9 @@ def _tenant_id(world: factories.TenantUsers) -> int:
 def make_sandbox_config(tenant, secret: str = "sweep-secret-value") -> str:
     """A live E2B config whose provider is a closed loopback port (no traffic leaves)."""
     from app.models import SandboxConfig
-    from app.services import sandbox_doc
+    from app.services.sandboxes import document
 
-    doc = sandbox_doc.validate({
+    doc = document.validate({
         "sandbox_type": "e2b", "allow_private_endpoints": True,
         "e2b": {"api_key": secret, "template_id": "base", "api_url": "http://127.0.0.1:9"},
         "env_vars": {"SWEEP_TOKEN": secret},

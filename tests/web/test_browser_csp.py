@@ -15,7 +15,7 @@ from app.errors import AppError
 from app.extensions import db
 from app.models import SandboxSession, Tenant, User
 from app.services import audit, sessions
-from app.services import sandbox_configs as service
+from app.services.sandboxes import configs as service
 from tests import factories
 from tests.sweeps import routes
 from tests.web.test_browser import sign_in

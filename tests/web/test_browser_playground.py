@@ -14,7 +14,7 @@ from app.errors import AppError
 from app.extensions import db
 from app.models import Job, SandboxSession, Tenant, User
 from app.services import audit, session_end, sessions
-from app.services import sandbox_configs as service
+from app.services.sandboxes import configs as service
 from tests import factories
 from tests.backends.conftest import BASE_IMAGE, require_docker
 from tests.jobs.helpers import wait_for_terminal
@@ -132,7 +132,7 @@ def installed_skill(workspace, config, bundle: bytes) -> Iterator[str]:
 
     from app.models import SandboxConfig
     from app.services import skills
-    from app.services.installs import image
+    from app.services.sandboxes import image
 
     actor = audit.SystemActor(workspace.admin.email)
     entry = skills.register_upload(workspace.tenant, actor, io.BytesIO(bundle))

@@ -16,7 +16,7 @@ from app.extensions import db
 from app.models import Job, SandboxSession
 from app.models.types import utcnow
 from app.services import audit, session_end, sessions
-from app.services import sandbox_configs as service
+from app.services.sandboxes import configs as service
 from tests import factories
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, require_docker
 from tests.jobs.helpers import wait_for_terminal

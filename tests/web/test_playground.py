@@ -14,7 +14,7 @@ from app.extensions import db
 from app.models import Job, Role, SandboxConfig, SandboxRemoval, SandboxSession
 from app.models.types import utcnow
 from app.services import audit, session_end, sessions
-from app.services import sandbox_configs as service
+from app.services.sandboxes import configs as service
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, require_docker
 from tests.jobs.helpers import wait_for_terminal
 from tests.web._support import htmx_headers, post_form, text

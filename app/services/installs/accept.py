@@ -13,7 +13,7 @@ from app.extensions import db
 from app.models import InstalledSkill, InstallStatus, SandboxConfig, SkillCatalogEntry, Tenant
 from app.models.types import utcnow
 from app.services import Actor, job_limits, jobs
-from app.services.sandbox_configs import cordoned
+from app.services.sandboxes.configs import cordoned
 
 FRESH_INSTALL = timedelta(minutes=3)  # reference 7.1: a younger in-flight install dedupes
 JOB_KIND = "install_skill"

@@ -16,8 +16,9 @@ from app.backends.base import SandboxPathNotFound
 from app.extensions import db
 from app.models import EventKind, InstalledSkill, InstallStatus, SnapshotTrigger
 from app.services import skills as catalog
-from app.services.installs import image, plan
+from app.services.installs import plan
 from app.services.installs.run import Run, RunFailed, Stopped
+from app.services.sandboxes import image
 
 
 def install(job_id: str, skill_id: str,

@@ -25,11 +25,11 @@ from app.models import (
     SnapshotTrigger,
 )
 from app.models.types import utcnow
-from app.services import sandbox_doc
 from app.services import skills as catalog
-from app.services.installs import image, plan
+from app.services.installs import plan
 from app.services.installs.run import Run
 from app.services.personal import values as personal_env
+from app.services.sandboxes import document, image
 
 
 def uninstall(job_id: str, skill_id: str,
@@ -58,7 +58,7 @@ class RemovalRun(Run):
                 self.rebuild_without(config)
             else:
                 doc = config.config
-                image.switch(config.id, None, image.fingerprint(doc), sandbox_doc.template_of(doc))
+                image.switch(config.id, None, image.fingerprint(doc), document.template_of(doc))
                 self.switched = True
                 image.supersede(config.id, keep=None)
                 self.events.note("that was the last skill: new sandboxes boot from the plain "

@@ -23,12 +23,13 @@ from app.backends.base import Backend, BackendError
 from app.extensions import db
 from app.models import InstalledSkill, InstallStatus, SandboxConfig, SkillSnapshot, SnapshotState
 from app.models.types import utcnow
-from app.services import incidents, job_limits, sandbox_check_parts, sandbox_doc
-from app.services.installs import image
+from app.services import job_limits
 from app.services.installs.events import EventLog, cap
 from app.services.installs.lock import ImageLock
 from app.services.installs.watch import Watch
-from app.services.sandbox_configs import backend_for
+from app.services.sandboxes import document, image, incidents
+from app.services.sandboxes.check import parts as sandbox_check_parts
+from app.services.sandboxes.configs import backend_for
 
 log = logging.getLogger("sandlot.skills.install")
 COMMAND_TIMEOUT_MAX = 600  # decisions 12
@@ -192,7 +193,7 @@ class Run:
             image.release_expired(config, self.backend)
         except BackendError as exc:  # housekeeping must not fail the install
             log.warning("releasing expired snapshots of %s failed: %s", config.id, exc.reason)
-        spec = sandbox_doc.spec_for(doc, {
+        spec = document.spec_for(doc, {
             "sandlot_tenant_id": str(self.tenant_id), "sandlot_session_id": f"run-{self.run_id}",
             "sandlot_binding_version": "0", "sandlot_provider": doc["sandbox_type"],
             "sandlot_sandbox_config_id": config.id, "sandlot_purpose": "install"})
@@ -267,7 +268,7 @@ class Run:
         self.check()
         snapshot_id = image.build(self.backend, self.sandbox_id, self.ledger)
         self.check()
-        image.switch(config.id, snapshot_id, owner, sandbox_doc.template_of(doc))
+        image.switch(config.id, snapshot_id, owner, document.template_of(doc))
         self.switched = True
         image.supersede(config.id, keep=self.ledger.id)
         return snapshot_id

@@ -19,7 +19,7 @@ from app.extensions import db
 from app.models import InstalledSkill
 from app.models.types import utcnow
 from app.services.installs.lock import RENEW_SEC, ImageLock
-from app.services.sandbox_configs import backend_for
+from app.services.sandboxes.configs import backend_for
 
 log = logging.getLogger("sandlot.skills.install")
 

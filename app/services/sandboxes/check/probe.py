@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from app.services import network_policy
-from app.services.network_policy import Target, TargetError
+from app.services.sandboxes import network_policy
+from app.services.sandboxes.network_policy import Target, TargetError
 
 TIMEOUT_SEC = 8  # per target, as the reference's `curl -m 8`
 NO_TOOL = "SANDLOT_NO_PROBE_TOOL"

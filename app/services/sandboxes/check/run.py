@@ -22,9 +22,9 @@ from app.backends.base import (
     SandboxNotFound,
     Unsupported,
 )
-from app.services import sandbox_doc
-from app.services import sandbox_probe as probe
-from app.services.sandbox_check_parts import (
+from app.services.sandboxes import document
+from app.services.sandboxes.check import probe
+from app.services.sandboxes.check.parts import (
     API_URL,
     BUDGET_SEC,
     CANARY,
@@ -61,7 +61,7 @@ from app.services.sandbox_check_parts import (
     where,
     without_template,
 )
-from app.services.sandbox_configs import backend_for
+from app.services.sandboxes.configs import backend_for
 
 log = logging.getLogger("sandlot.sandbox_check")
 
@@ -219,7 +219,7 @@ class Run:
 
     def template(self, backend: Backend) -> bool:
         """Docker: the image is on the engine; E2B/Cube: the catalog has it, ready."""
-        name = sandbox_doc.template_of(self.doc)
+        name = document.template_of(self.doc)
         if not name:
             noun = "image" if self.kind == "docker" else "template"
             self.add(Check(TEMPLATE, None, f"No {noun} set yet: pick one before saving.",
@@ -245,7 +245,7 @@ class Run:
         """Create a sandbox under the config's policy, run a command, probe egress; the
         sandbox is deleted whatever happens."""
         self.sweep(backend)
-        spec = sandbox_doc.spec_for(self.doc, self.metadata, timeout_sec=SANDBOX_TTL_SEC)
+        spec = document.spec_for(self.doc, self.metadata, timeout_sec=SANDBOX_TTL_SEC)
         creation = Creation(backend, spec)
         info, error, created_ms = self.attempt(creation)
         sandbox_id = info.id if info is not None else creation.abandon()
@@ -339,7 +339,7 @@ class Run:
         message = human(self.doc, error)
         if self.kind == "docker" or not isinstance(error, SandboxNotFound):
             return message
-        name = sandbox_doc.template_of(self.doc)
+        name = document.template_of(self.doc)
         templates, failed, _ = self.attempt(backend.list_templates, limit=15)
         if failed is not None:
             return message

@@ -35,10 +35,12 @@ from app.extensions import db
 from app.models import InstalledSkill, InstallStatus, Job, JobStatus, SandboxConfig, Tenant
 from app.models.sandbox_config import CORDON_LEASE
 from app.models.types import utcnow
-from app.services import jobs, sandbox_check_parts, sandbox_doc
-from app.services.installs import image as skill_image
-from app.services.sandbox_check import seal, unseal
-from app.services.sandbox_configs import backend_for
+from app.services import jobs
+from app.services.sandboxes import document as sandbox_doc
+from app.services.sandboxes import image as skill_image
+from app.services.sandboxes.check import parts as sandbox_check_parts
+from app.services.sandboxes.check.job import seal, unseal
+from app.services.sandboxes.configs import backend_for
 
 log = logging.getLogger("sandlot.sandbox_templates")
 

@@ -25,7 +25,7 @@ from app.backends.base import (
     SandboxSpec,
     Unsupported,
 )
-from app.services import endpoints
+from app.services.sandboxes import endpoints
 
 log = logging.getLogger("sandlot.sandbox_check")
 

@@ -10,8 +10,8 @@ from typing import Any
 from app.errors import ValidationFailed
 from app.security.config_secrets import LostMapping, LostSecret
 from app.security.redaction import MASK, keep_or_replace
-from app.services import endpoints
-from app.services.network_policy import Problems
+from app.services.sandboxes import endpoints
+from app.services.sandboxes.network_policy import Problems
 
 SERVER_OWNED = ("skill_image", "volume_mount")
 # Addresses a config's secrets are sent to (with the Docker engine): a stored secret is

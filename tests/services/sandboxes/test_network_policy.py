@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.services.network_policy import (
+from app.services.sandboxes.network_policy import (
     DENY_ALL,
     Problems,
     TargetError,

@@ -26,7 +26,8 @@ from app.backends.base import (
 from app.errors import Unavailable
 from app.extensions import db
 from app.models import AuditEvent, SandboxConfig, Tenant
-from app.services import audit, sandbox_check_parts
+from app.services import audit
+from app.services.sandboxes.check import parts as sandbox_check_parts
 
 log = logging.getLogger("sandlot.incidents")
 

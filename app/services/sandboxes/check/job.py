@@ -23,10 +23,11 @@ from app.errors import NotFound, ValidationFailed
 from app.extensions import db
 from app.models import Job, SandboxConfig
 from app.security.crypto import crypto
-from app.services import job_limits, jobs, sandbox_doc
-from app.services import sandbox_probe as probe
-from app.services.sandbox_check_parts import BUDGET_SEC, Check, Report
-from app.services.sandbox_check_run import Run
+from app.services import job_limits, jobs
+from app.services.sandboxes import document as sandbox_doc
+from app.services.sandboxes.check import probe
+from app.services.sandboxes.check.parts import BUDGET_SEC, Check, Report
+from app.services.sandboxes.check.run import Run
 
 JOB_KIND = "sandbox_check"
 JOB_TIMEOUT_SEC = job_limits.LIMITS[JOB_KIND]  # the 90 s budget, cleanup, a margin

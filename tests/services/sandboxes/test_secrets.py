@@ -8,7 +8,7 @@ import copy
 import pytest
 
 from app.security.config_secrets import LostDocument, LostSecret, lost
-from app.services.sandbox_secrets import mask, masked, upgraded_docker
+from app.services.sandboxes.secrets import mask, masked, upgraded_docker
 
 
 def deep_copy_masked(doc):

@@ -30,10 +30,10 @@ from app.errors import ValidationFailed
 from app.security import ssrf
 from app.security.config_secrets import is_lost
 from app.security.redaction import MASK
-from app.services import endpoints, network_policy
 from app.services.field_labels import labelled
-from app.services.network_policy import DENY_ALL, Problems
-from app.services.sandbox_secrets import (  # re-exported: callers use sandbox_doc.merge etc.
+from app.services.sandboxes import endpoints, network_policy
+from app.services.sandboxes.network_policy import DENY_ALL, Problems
+from app.services.sandboxes.secrets import (  # re-exported: callers use sandbox_doc.merge etc.
     OPERATOR_OWNED,
     SERVER_OWNED,
     endpoint,

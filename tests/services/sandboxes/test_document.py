@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from app.backends.base import HostRule
 from app.errors import ValidationFailed
-from app.services import sandbox_doc
-from app.services.network_policy import DENY_ALL
-from app.services.sandbox_doc import masked, merge, resolve_policy, validate
+from app.services.sandboxes import document as sandbox_doc
+from app.services.sandboxes.document import masked, merge, resolve_policy, validate
+from app.services.sandboxes.network_policy import DENY_ALL
 
 PUBLIC_API, PUBLIC_PROXY = "https://8.8.8.8/", "https://8.8.4.4:8443/"
 

@@ -27,9 +27,11 @@ from app.models import InstalledSkill, InstallStatus, Role, SandboxConfig, Tenan
 from app.models.sandbox_config import CORDON_LEASE
 from app.models.types import utcnow
 from app.security import config_secrets
-from app.services import Actor, audit, endpoints, sandbox_doc
-from app.services.installs import image as skill_image
+from app.services import Actor, audit
 from app.services.personal import values as personal_env
+from app.services.sandboxes import document as sandbox_doc
+from app.services.sandboxes import endpoints
+from app.services.sandboxes import image as skill_image
 
 log = logging.getLogger("sandlot.sandbox_configs")
 NAME_MAX, DESCRIPTION_MAX = 100, 2000

@@ -11,9 +11,9 @@ from app import create_app
 from app.backends.base import BackendError
 from app.extensions import db
 from app.models import SandboxConfig
-from app.services import endpoints, sandbox_doc
-from app.services.endpoints import EngineSettingError, parse_engines
-from app.services.sandbox_configs import backend_for
+from app.services.sandboxes import document, endpoints
+from app.services.sandboxes.configs import backend_for
+from app.services.sandboxes.endpoints import EngineSettingError, parse_engines
 from tests import factories
 
 ENGINES = {"local": {"url": "unix:///var/run/docker.sock"},
@@ -50,7 +50,7 @@ def test_stored_configs_map_to_an_engine_when_read(operator, block, engine):
     row = legacy_row(a.tenant, **block)
 
     assert endpoints.engine_of(row.config["docker"]) == engine
-    shown = sandbox_doc.masked(row.config)["docker"]
+    shown = document.masked(row.config)["docker"]
     assert shown["engine"] == engine
     assert "host" not in shown and "tls_cert_path" not in shown
 
@@ -77,9 +77,9 @@ def test_an_unlisted_engine_is_unusable_until_the_operator_lists_it(app, operato
 def test_a_mapped_config_saves_back_by_name_with_the_same_identity(operator):
     a = factories.populate("A")
     row = legacy_row(a.tenant, host="unix:///var/run/docker.sock")
-    saved = sandbox_doc.validate(sandbox_doc.merge(sandbox_doc.masked(row.config), row.config))
+    saved = document.validate(document.merge(document.masked(row.config), row.config))
     assert saved["docker"]["engine"] == "local" and "host" not in saved["docker"]
-    assert sandbox_doc.identity(saved) == sandbox_doc.identity(row.config)
+    assert document.identity(saved) == document.identity(row.config)
 
 
 @pytest.mark.parametrize(("raw", "message"), [
@@ -113,7 +113,7 @@ def test_a_stored_private_endpoint_stops_working_when_the_operator_disallows_it(
     """Saved while allowed, then the operator turns private endpoints off: the config's
     own flag no longer counts where the backend is built (sessions, checks, inventory)."""
     monkeypatch.setitem(app.config, "SANDBOX_ALLOW_PRIVATE_ENDPOINTS", True)
-    doc = sandbox_doc.validate({"sandbox_type": "e2b", "allow_private_endpoints": True,
+    doc = document.validate({"sandbox_type": "e2b", "allow_private_endpoints": True,
                                 "e2b": {"api_key": "k-123", "template_id": "base",
                                         "api_url": "http://127.0.0.1:9"}})
     assert backend_for(doc).settings.allow_private_endpoints is True

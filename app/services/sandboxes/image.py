@@ -29,7 +29,7 @@ from app.models import (
     SnapshotTrigger,
 )
 from app.models.types import utcnow
-from app.services import sandbox_doc
+from app.services.sandboxes import document
 
 log = logging.getLogger("sandlot.skills.image")
 RETENTION_BASE = timedelta(hours=24)
@@ -42,7 +42,7 @@ class IdentityChanged(Exception):
 
 def fingerprint(doc: dict[str, Any]) -> str:
     """Who owns a snapshot: a digest of the identity fields (never the fields themselves)."""
-    return hashlib.sha256(repr(sandbox_doc.identity(doc)).encode()).hexdigest()[:32]
+    return hashlib.sha256(repr(document.identity(doc)).encode()).hexdigest()[:32]
 
 
 def pointer(doc: dict[str, Any]) -> dict[str, Any]:
@@ -63,7 +63,7 @@ def current_snapshot(doc: dict[str, Any]) -> str | None:
 
 def boot_template(doc: dict[str, Any]) -> str:
     """The template or image a new sandbox of this config starts from (reference 9.1)."""
-    return current_snapshot(doc) or sandbox_doc.template_of(doc)
+    return current_snapshot(doc) or document.template_of(doc)
 
 
 def planned_name(tenant_id: int, config_id: str, gen: int, ledger_id: str) -> str:
@@ -167,7 +167,7 @@ def release(backend: Backend, row: SkillSnapshot) -> bool:
 def retention(doc: dict[str, Any]) -> timedelta:
     """Reference 1.8: 24 h + the config's sandbox TTL + 1 h, so paused sandboxes booted
     from a superseded snapshot can still resume."""
-    return RETENTION_BASE + timedelta(seconds=sandbox_doc.ttl_of(doc)) + RETENTION_MARGIN
+    return RETENTION_BASE + timedelta(seconds=document.ttl_of(doc)) + RETENTION_MARGIN
 
 
 def release_expired(config: SandboxConfig, backend: Backend) -> int:
