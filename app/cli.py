@@ -130,7 +130,7 @@ def rotate() -> None:
 def reap_jobs() -> None:
     from app.jobs.queue import reaper_grace
     from app.services import jobs
-    from app.services.installs import control
+    from app.services.skills.installs import control
 
     click.echo(f"reaped {jobs.reap(reaper_grace(current_app))} silent jobs")
     click.echo(f"ended {control.reap()} skill installs whose run died")

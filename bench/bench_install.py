@@ -113,7 +113,8 @@ def install_job(tenant, actor, config, first: bool) -> float:
     """Accept an install (or a reinstall) and wait until the row is ready."""
     from app.extensions import db
     from app.models import InstalledSkill
-    from app.services import installed_skills, skills
+    from app.services.skills import catalog as skills
+    from app.services.skills import installed
 
     start = time.perf_counter()
     if first:
@@ -121,7 +122,7 @@ def install_job(tenant, actor, config, first: bool) -> float:
         skill_id = skills.install(tenant, actor, entry, [config.id])[0][config.id]
     else:
         row = db.session.scalar(db.select(InstalledSkill))
-        skill_id = installed_skills.reinstall(tenant, actor, row, None)
+        skill_id = installed.reinstall(tenant, actor, row, None)
     wait_ready(skill_id)
     return time.perf_counter() - start
 

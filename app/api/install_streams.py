@@ -16,7 +16,8 @@ from app.api.installed_skills import ONE, _skill
 from app.auth.guards import FULL_ACCESS, guard
 from app.errors import Unavailable
 from app.models import Role
-from app.services.installs import notify, stream
+from app.services import wakeups
+from app.services.skills.installs import stream
 from app.tenancy import current_tenant
 
 
@@ -53,7 +54,7 @@ def _slot() -> StreamSlots:
 def _event_stream(skill_id: str, body) -> Response:
     """Wrap a generator built on an already-entered subscription."""
     slot = _slot()
-    subscription = notify.subscription(skill_id)
+    subscription = wakeups.subscription(skill_id)
     waiter = subscription.__enter__()
     try:
         response = Response(stream_with_context(body(waiter)), mimetype="text/event-stream",

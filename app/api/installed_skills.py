@@ -16,8 +16,8 @@ from app.api.skills import _upload as upload_spool
 from app.auth.guards import FULL_ACCESS, guard
 from app.errors import UnsupportedMediaType
 from app.models import InstalledSkill, Role, SandboxConfig
-from app.services import installed_skills as service
 from app.services import paging
+from app.services.skills import installed as service
 from app.tenancy import current_tenant, get_or_404, principal
 
 BASE = "/sandbox-configs/<uuid:config_id>/skills"

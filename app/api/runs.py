@@ -17,9 +17,8 @@ from app.api.install_streams import _slot
 from app.api.paging import PageQuery, ok_page, window
 from app.auth.guards import guard
 from app.models import ExecRun, Role, SandboxSession
-from app.services import run_stream, runs, sessions
-from app.services.installs import notify
-from app.services.installs.stream import HEADERS
+from app.services import run_stream, runs, sessions, wakeups
+from app.services.skills.installs.stream import HEADERS
 from app.tenancy import current_tenant
 
 ONE_RUN = "/sessions/<uuid:session_id>/runs/<uuid:run_id>"
@@ -93,7 +92,7 @@ def cancel_run(session_id, run_id):
 def run_events(session_id, run_id):
     _, run = _run(session_id, run_id)
     slot = _slot()
-    subscription = notify.subscription(runs.channel(run.id))
+    subscription = wakeups.subscription(runs.channel(run.id))
     waiter = subscription.__enter__()
     run_id_text = run.id
 

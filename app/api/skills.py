@@ -36,8 +36,8 @@ from app.auth.guards import FULL_ACCESS, REFUSED, guard
 from app.errors import BadRequest, UnsupportedMediaType, ValidationFailed
 from app.models import Role, SkillCatalogEntry
 from app.services import paging
-from app.services import skills as service
-from app.services.skill_bundles import BoundedSpool, BundleTooLarge
+from app.services.skills import catalog as service
+from app.services.skills.bundles import BoundedSpool, BundleTooLarge
 from app.tenancy import current_tenant, get_or_404, principal
 
 MiB = 1024 * 1024

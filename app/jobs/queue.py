@@ -14,7 +14,7 @@ from app.jobs.pool import FairPool
 from app.models import Job, JobStatus
 from app.services import job_limits, session_binding, session_end
 from app.services import jobs as job_service
-from app.services.installs import control as skill_runs
+from app.services.skills.installs import control as skill_runs
 
 log = logging.getLogger("sandlot.jobs")
 QUEUE_NAME = "sandlot"

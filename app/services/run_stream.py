@@ -16,8 +16,8 @@ from flask import current_app
 
 from app.extensions import db
 from app.models import ExecRun, RunStatus
-from app.services.installs.stream import _wait, sse
 from app.services.runs import settle_lost
+from app.services.skills.installs.stream import _wait, sse
 
 STREAMS = ("stdout", "stderr")
 

@@ -36,7 +36,7 @@ from app.extensions import db
 from app.models import ExecRun, RunStatus, SandboxSession, Tenant, User
 from app.models.types import utcnow
 from app.services import paging, sessions
-from app.services.installs import notify
+from app.services import wakeups as notify
 from app.services.run_output import Capture, LiveHooks
 
 log = logging.getLogger("sandlot.runs")

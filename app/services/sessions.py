@@ -27,13 +27,14 @@ from app.errors import Forbidden, NotFound, ValidationFailed
 from app.extensions import db
 from app.models import BindingState, SandboxConfig, SandboxSession, Tenant, User
 from app.models.types import utcnow
-from app.services import audit, paging, session_binding, skill_exec
+from app.services import audit, paging, session_binding
 from app.services.personal import capture as exec_capture
 from app.services.personal import resolver
 from app.services.personal.values import Who
 from app.services.run_output import LiveHooks
 from app.services.sandboxes import incidents
 from app.services.sandboxes.configs import backend_for, cordoned
+from app.services.skills import runtime as skill_exec
 
 log = logging.getLogger("sandlot.sessions")
 OUTPUT_LIMIT = 256 * 1024

@@ -24,10 +24,11 @@ from app.auth.guards import guard
 from app.errors import AppError, ValidationFailed
 from app.extensions import db, htmx
 from app.models import BindingState, Role, SandboxConfig, SandboxSession
-from app.services import installed_skills, runs, session_end, sessions
+from app.services import runs, session_end, sessions
 from app.services.sandboxes import configs as sandbox_configs
 from app.services.sandboxes.network_policy import DENY_ALL
 from app.services.sessions import ExecOutcome
+from app.services.skills import installed
 from app.tenancy import current_tenant, principal
 from app.web import bp, playground_runs
 from app.web._helpers import attach_error, notice
@@ -123,7 +124,7 @@ def session_view(session: SandboxSession, configs: dict[str, SandboxConfig]) -> 
         "policy": policy_summary(session.policy),
         "default_timeout": (config.config.get("default_timeout_sec") if config else None)
         or sessions.DEFAULT_EXEC_TIMEOUT,
-        "skills": installed_skills.runnable_names(config.id) if config else [],
+        "skills": installed.runnable_names(config.id) if config else [],
     }
 
 

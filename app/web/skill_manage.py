@@ -17,8 +17,8 @@ from app.auth.guards import guard
 from app.errors import AppError, BadRequest, NotFound
 from app.extensions import db, htmx
 from app.models import InstalledSkill, Role, SandboxConfig
-from app.services import installed_skills as service
-from app.services.installs import stream
+from app.services.skills import installed as service
+from app.services.skills.installs import stream
 from app.tenancy import current_tenant, principal
 from app.web import bp
 from app.web._helpers import notice

@@ -2,7 +2,7 @@
 the Add drawer (a source or a ZIP upload, optionally installed right away), the Install
 drawer (the fan-out of reference 6.6), the file browser (6.5) and delete.
 
-Everything goes through `app.services.skills`; this module only reads the request and
+Everything goes through `app.services.skills.catalog`; this module only reads the request and
 renders. The upload route streams the body itself (`skills_form.submission`), so it checks the
 CSRF token itself too: the header htmx sends is checked before a byte of the body is read.
 """
@@ -21,8 +21,8 @@ from app.auth.guards import guard
 from app.errors import AppError
 from app.extensions import csrf, db, htmx
 from app.models import InstalledSkill, Role, SkillCatalogEntry
-from app.services import skills as service
-from app.services.installs import stream
+from app.services.skills import catalog as service
+from app.services.skills.installs import stream
 from app.tenancy import current_tenant, get_or_404, principal, scoped
 from app.web import bp
 from app.web._helpers import confirm_page, notice

@@ -19,9 +19,9 @@ from wtforms import ValidationError
 
 from app.errors import AppError, BadRequest, ValidationFailed
 from app.models import SandboxConfig
-from app.services import skills as service
 from app.services.sandboxes import configs as sandbox_configs
-from app.services.skill_bundles import BoundedSpool, BundleTooLarge
+from app.services.skills import catalog as service
+from app.services.skills.bundles import BoundedSpool, BundleTooLarge
 from app.tenancy import current_tenant
 from app.web.sandboxes import KIND_LABELS
 

@@ -231,7 +231,7 @@ def make_catalog_skill(tenant, name: str | None = None) -> str:
     """A catalog skill registered through the real service from a real zip (bundle stored)."""
     import io
 
-    from app.services import skills
+    from app.services.skills import catalog as skills
     from tests.fakes import skill_archives
 
     archive = skill_archives.make_zip(skill_archives.skill_files(
@@ -273,7 +273,7 @@ def make_installed_skill(tenant, config_id: str | None = None,
 def _install_transcript(row, secret: str) -> None:
     """The finished run's events, as the pipeline writes them, so the install-events and
     transcript streams have bodies to sweep; the installer echoed the value (masked)."""
-    from app.services.installs.events import EventLog
+    from app.services.skills.installs.events import EventLog
 
     events = EventLog(row.tenant_id, row.id, row.install_message_id, secrets=[secret])
     events.emit("accepted", 10)

@@ -14,7 +14,8 @@ from sqlalchemy import select
 
 from app.extensions import db
 from app.models import InstalledSkill, SandboxConfig
-from app.services import audit, installed_skills, sessions
+from app.services import audit, sessions
+from app.services.skills import installed
 from tests.fakes.skill_archives import make_zip, skill_md
 from tests.web._support import confirm
 from tests.web.test_browser import shot, sign_in
@@ -55,7 +56,7 @@ def _ready(skill_id: str) -> InstalledSkill:
 
 def _story(tab, group, skill_id, actor):
     row = _ready(skill_id)
-    installed_skills.update(group.tenant, actor, row, None, {"GREETING": "from-the-admin"})
+    installed.update(group.tenant, actor, row, None, {"GREETING": "from-the-admin"})
 
     sign_in(tab, group.contributor.email)
     tab.get_by_role("link", name="Personal variables", exact=True).click()

@@ -131,13 +131,13 @@ def installed_skill(workspace, config, bundle: bytes) -> Iterator[str]:
     import io
 
     from app.models import SandboxConfig
-    from app.services import skills
     from app.services.sandboxes import image
+    from app.services.skills import catalog
 
     actor = audit.SystemActor(workspace.admin.email)
-    entry = skills.register_upload(workspace.tenant, actor, io.BytesIO(bundle))
+    entry = catalog.register_upload(workspace.tenant, actor, io.BytesIO(bundle))
     try:
-        yield skills.install(workspace.tenant, actor, entry, [config.id])[0][config.id]
+        yield catalog.install(workspace.tenant, actor, entry, [config.id])[0][config.id]
     finally:
         db.session.rollback()
         for session in db.session.scalars(select(SandboxSession)).all():
@@ -152,7 +152,7 @@ def _run_skill_in_the_playground(tab, workspace, skill_id, actor):
     import time
 
     from app.models import InstalledSkill
-    from app.services import installed_skills
+    from app.services.skills import installed as installed_skills
 
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

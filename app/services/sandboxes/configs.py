@@ -196,7 +196,7 @@ def delete_config(tenant: Tenant, actor: Actor, row: SandboxConfig, force: bool 
                  {"name": row.name, "forced": force})
     db.session.commit()
     if bundles:
-        from app.services import skills  # the catalog imports this module
+        from app.services.skills import catalog as skills
 
         for key in set(bundles):
             skills.collect(tenant.id, key)

@@ -15,8 +15,9 @@ import re
 from dataclasses import dataclass
 
 from app.errors import BadRequest
-from app.services import skill_frontmatter, skill_names
-from app.services.skill_frontmatter import FrontmatterError
+from app.services.skills import frontmatter as skill_frontmatter
+from app.services.skills import names as skill_names
+from app.services.skills.frontmatter import FrontmatterError
 
 FRONTMATTER_MAX = 64 * 1024
 DESCRIPTION_MAX = 4096

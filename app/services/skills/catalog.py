@@ -6,8 +6,8 @@ no row and no blob. Blobs are content-addressed per workspace; a blob is deleted
 no live catalog row and no installed skill of the workspace names it any more.
 
 An accepted install creates (or re-arms) the installed-skill row in status `installing`,
-commits, and enqueues job kind `install_skill` (services/installs/accept.py); the run
-itself is services/installs/pipeline.py.
+commits, and enqueues job kind `install_skill` (services/skills/installs/accept.py); the run
+itself is services/skills/installs/pipeline.py.
 """
 
 from __future__ import annotations
@@ -36,10 +36,13 @@ from app.extensions import db
 from app.models import InstalledSkill, InstallStatus, SandboxConfig, SkillCatalogEntry, Tenant
 from app.models.types import utcnow
 from app.security.safe_http import SafeHTTPClient
-from app.services import Actor, audit, skill_display, skill_files, skill_sources
-from app.services.installs import accept
-from app.services.installs.accept import JOB_KIND  # noqa: F401  (re-exported)
-from app.services.skill_bundles import Bundle, invalid, max_bundle_mb, normalize, sniff
+from app.services import Actor, audit
+from app.services.skills import display as skill_display
+from app.services.skills import files as skill_files
+from app.services.skills import sources
+from app.services.skills.bundles import Bundle, invalid, max_bundle_mb, normalize, sniff
+from app.services.skills.installs import accept
+from app.services.skills.installs.accept import JOB_KIND  # noqa: F401  (re-exported)
 
 log = logging.getLogger("sandlot.skills")
 CATEGORIES_MAX, CATEGORY_MAX = 32, 64
@@ -93,8 +96,8 @@ def register_upload(tenant: Tenant, actor: Actor, upload: IO[bytes]) -> SkillCat
 def register_source(tenant: Tenant, actor: Actor, source: str,
                     client: SafeHTTPClient | None = None) -> SkillCatalogEntry:
     """Reference 3.3 POST /skills/catalog with {source}: fetch (6.2), validate, upsert."""
-    regs = skill_sources.Registries.from_config(current_app.config)
-    fetched = skill_sources.fetch(source, regs, client or source_client(), limit_mb())
+    regs = sources.Registries.from_config(current_app.config)
+    fetched = sources.fetch(source, regs, client or source_client(), limit_mb())
     try:
         bundle = normalize(fetched.body, kind=fetched.kind, subdir=fetched.subdir, remote=True)
     finally:

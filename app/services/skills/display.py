@@ -16,8 +16,8 @@ from app.backends import blobstore
 from app.errors import AppError
 from app.extensions import db
 from app.models import SkillCatalogEntry
-from app.services import skill_names
-from app.services.skill_manifest import parse_skill_md
+from app.services.skills import names as skill_names
+from app.services.skills.manifest import parse_skill_md
 
 log = logging.getLogger("sandlot.skills")
 SKILL_MD_MAX = 256 * 1024  # the frontmatter is at most 64 KiB; the body is not needed

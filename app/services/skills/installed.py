@@ -19,10 +19,11 @@ from app.models import InstalledSkill, InstallStatus, SandboxConfig, Tenant
 from app.models.types import utcnow
 from app.security.config_secrets import is_lost
 from app.security.redaction import MASK
-from app.services import Actor, audit, job_limits, jobs, paging, skill_files
-from app.services import skills as catalog
-from app.services.installs import control
-from app.services.installs.events import EventLog
+from app.services import Actor, audit, job_limits, jobs, paging
+from app.services.skills import catalog
+from app.services.skills import files as skill_files
+from app.services.skills.installs import control
+from app.services.skills.installs.events import EventLog
 
 ENV_VALUE_MAX = 8 * 1024
 NOTES_MAX = 10_000

@@ -24,12 +24,12 @@ from app.extensions import db
 from app.models import InstalledSkill, InstallStatus, SandboxConfig, SkillSnapshot, SnapshotState
 from app.models.types import utcnow
 from app.services import job_limits
-from app.services.installs.events import EventLog, cap
-from app.services.installs.lock import ImageLock
-from app.services.installs.watch import Watch
 from app.services.sandboxes import document, image, incidents
 from app.services.sandboxes.check import parts as sandbox_check_parts
 from app.services.sandboxes.configs import backend_for
+from app.services.skills.installs.events import EventLog, cap
+from app.services.skills.installs.lock import ImageLock
+from app.services.skills.installs.watch import Watch
 
 log = logging.getLogger("sandlot.skills.install")
 COMMAND_TIMEOUT_MAX = 600  # decisions 12

@@ -2,7 +2,9 @@
 
 - `events`: durable progress and transcript entries of one run (reference 7.3).
 - `lock`: the per-config image lock (a Redis lease, or a database lease without Redis).
-- `image`: the snapshot ledger (1.8) and the config's `skill_image` pointer.
+- `run`, `watch`: the shared run (sandbox, lock lease, watchdog); `stream`: SSE progress.
 - `plan`: the deterministic installer: seeding, commands, verification, env declarations.
 - `pipeline`: one install run; `removal`: one uninstall run; `control`: stop and reap.
+
+The snapshot ledger is `services/sandboxes/image.py`; wake-ups are `services/wakeups.py`.
 """

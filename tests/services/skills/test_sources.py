@@ -8,9 +8,9 @@ import socket
 import pytest
 
 from app.security.safe_http import SafeHTTPClient
-from app.services import skill_sources
-from app.services.skill_bundles import BundleTooLarge, normalize
-from app.services.skill_sources import MAX_HOPS, Registries, SourceInvalid, parse
+from app.services.skills import sources as skill_sources
+from app.services.skills.bundles import BundleTooLarge, normalize
+from app.services.skills.sources import MAX_HOPS, Registries, SourceInvalid, parse
 from tests.fakes import skill_registry
 from tests.fakes.skill_archives import make_tar, make_zip, skill_files, skill_md
 from tests.fakes.skill_registry import Sites

@@ -17,8 +17,8 @@ from urllib.parse import quote, urlencode, urljoin, urlsplit
 
 from app.errors import BadRequest
 from app.security.safe_http import BlockedAddress, FetchError, SafeHTTPClient, TooLarge
-from app.services.skill_bundles import BundleTooLarge, sniff
-from app.services.skill_manifest import is_semver
+from app.services.skills.bundles import BundleTooLarge, sniff
+from app.services.skills.manifest import is_semver
 
 MiB = 1024 * 1024
 MAX_HOPS = 3

@@ -15,10 +15,10 @@ from typing import Any
 from app.backends.base import SandboxPathNotFound
 from app.extensions import db
 from app.models import EventKind, InstalledSkill, InstallStatus, SnapshotTrigger
-from app.services import skills as catalog
-from app.services.installs import plan
-from app.services.installs.run import Run, RunFailed, Stopped
 from app.services.sandboxes import image
+from app.services.skills import catalog
+from app.services.skills.installs import plan
+from app.services.skills.installs.run import Run, RunFailed, Stopped
 
 
 def install(job_id: str, skill_id: str,

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from app.errors import PayloadTooLarge
-from app.services.skill_manifest import BundleInvalid, SkillMeta, invalid, parse_skill_md
-from app.services.skill_names import confusable_warning, imitates
+from app.services.skills.manifest import BundleInvalid, SkillMeta, invalid, parse_skill_md
+from app.services.skills.names import confusable_warning, imitates
 
 __all__ = ["BoundedSpool", "Bundle", "BundleInvalid", "BundleTooLarge", "max_bundle_mb",
            "normalize", "sniff"]

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from app.services.skill_bundles import normalize
-from app.services.skill_manifest import BundleInvalid, parse_skill_md
-from app.services.skill_names import derive, short_hash
+from app.services.skills.bundles import normalize
+from app.services.skills.manifest import BundleInvalid, parse_skill_md
+from app.services.skills.names import derive, short_hash
 from tests.fakes.skill_archives import make_tar, make_zip, skill_files
 
 

@@ -25,11 +25,11 @@ from app.models import (
     SnapshotTrigger,
 )
 from app.models.types import utcnow
-from app.services import skills as catalog
-from app.services.installs import plan
-from app.services.installs.run import Run
 from app.services.personal import values as personal_env
 from app.services.sandboxes import document, image
+from app.services.skills import catalog
+from app.services.skills.installs import plan
+from app.services.skills.installs.run import Run
 
 
 def uninstall(job_id: str, skill_id: str,

@@ -10,9 +10,9 @@ import zipfile
 
 import pytest
 
-from app.services import skill_bundles, skill_manifest
-from app.services.skill_bundles import BoundedSpool, BundleTooLarge, max_bundle_mb, normalize
-from app.services.skill_manifest import BundleInvalid
+from app.services.skills import bundles, manifest
+from app.services.skills.bundles import BoundedSpool, BundleTooLarge, max_bundle_mb, normalize
+from app.services.skills.manifest import BundleInvalid
 from tests.fakes.skill_archives import (
     make_tar,
     make_zip,
@@ -269,15 +269,15 @@ def test_an_entry_holding_more_than_it_declares_is_refused():
 
 
 def test_entry_and_file_counts_are_capped(monkeypatch):
-    monkeypatch.setattr(skill_bundles, "MAX_ENTRIES", 3)
+    monkeypatch.setattr(bundles, "MAX_ENTRIES", 3)
     refused(make_zip({**skill_files(), "a": b"", "b": b""}), "more than 3 entries")
-    monkeypatch.setattr(skill_bundles, "MAX_ENTRIES", 100)
-    monkeypatch.setattr(skill_bundles, "MAX_FILES", 2)
+    monkeypatch.setattr(bundles, "MAX_ENTRIES", 100)
+    monkeypatch.setattr(bundles, "MAX_FILES", 2)
     refused(make_zip(skill_files()), "more than 2 files")
 
 
 def test_a_tgz_that_unpacks_past_the_total_cap_is_refused(monkeypatch):
-    monkeypatch.setattr(skill_bundles, "MAX_TOTAL_BYTES", 1024 * 1024)
+    monkeypatch.setattr(bundles, "MAX_TOTAL_BYTES", 1024 * 1024)
     data = make_tar({"SKILL.md": MD, "zeros": b"\0" * (3 * 1024 * 1024)}, gz=True)
     refused(data, "unpacks to more than", "gzip")
 
@@ -318,9 +318,9 @@ def test_a_bounded_spool_refuses_past_its_limit():
 
 def test_semver_matches_the_reference_pattern():
     for good in ("1.0", "1.2.3", "v1.2.3", "1.2.3-beta.1", "0.1.0+build"):
-        assert skill_manifest.is_semver(good) or good == "0.1.0+build"
+        assert manifest.is_semver(good) or good == "0.1.0+build"
     for bad in ("1", "banana", "1.x", "latest"):
-        assert not skill_manifest.is_semver(bad)
+        assert not manifest.is_semver(bad)
 
 
 def test_a_nul_in_a_gnu_long_tar_name_is_refused_not_cut():

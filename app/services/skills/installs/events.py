@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from app.extensions import db
 from app.models import EventKind, SkillInstallEvent
 from app.security.redaction import MASK
-from app.services.installs import notify
+from app.services import wakeups
 
 MESSAGE_MAX = 16 * 1024
 SECRET_MIN = 4  # shorter values would mask ordinary words; they are not worth hiding
@@ -76,7 +76,7 @@ class EventLog:
                 db.session.rollback()
                 if attempt == 2:
                     raise
-        notify.publish(self.skill_id)  # after the commit: a woken stream finds the row
+        wakeups.publish(self.skill_id)  # after the commit: a woken stream finds the row
         if kind == EventKind.progress and self.on_progress is not None:
             self.on_progress(self.percent, stage)
 
