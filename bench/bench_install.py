@@ -79,7 +79,8 @@ def make_app(database_url: str, bundles: str):
 def seed():
     from app.extensions import db
     from app.models import Role
-    from app.services import audit, users
+    from app.services import audit
+    from app.services.identity import users
     from app.services.sandboxes import configs
 
     db.create_all()

@@ -34,7 +34,7 @@ from app import create_app  # noqa: E402
 from app.extensions import db  # noqa: E402
 from app.models import InstalledSkill, InstallStatus, PersonalEnvVar, SandboxConfig  # noqa: E402
 from app.security.crypto import crypto  # noqa: E402
-from app.services import users  # noqa: E402
+from app.services.identity import users  # noqa: E402
 from app.services.personal import resolver  # noqa: E402
 from app.services.personal import values as personal_env  # noqa: E402
 

@@ -17,7 +17,9 @@ from app.api.install_streams import _slot
 from app.api.paging import PageQuery, ok_page, window
 from app.auth.guards import guard
 from app.models import ExecRun, Role, SandboxSession
-from app.services import run_stream, runs, sessions, wakeups
+from app.services import wakeups
+from app.services.sessions import lifecycle as sessions
+from app.services.sessions import run_stream, runs
 from app.services.skills.installs.stream import HEADERS
 from app.tenancy import current_tenant
 

@@ -64,7 +64,7 @@ HOST_GRACE_SEC = 5  # host-side backstop after the in-container `timeout`
 # to run without another inspect. The look is shared by every backend of the engine in
 # this process; an exec whose look was wrong (paused, stopped or removed since by someone
 # else) fails at exec create, before anything runs, and raises SandboxStale so that the
-# session looks again and resumes or replaces the sandbox (app.services.session_binding).
+# session looks again and resumes or replaces the sandbox (app.services.sessions.binding).
 FRESH_SEC = 2.0
 _LOOKS: dict[str, dict[str, tuple[float, dict[str, Any]]]] = {}  # engine -> id -> look
 

@@ -9,7 +9,8 @@ from sqlalchemy import select
 
 from app.extensions import db
 from app.models import Role, SandboxConfig
-from app.services import audit, users
+from app.services import audit
+from app.services.identity import users
 from app.services.sandboxes import configs
 
 DEMO_TENANT = "Demo"

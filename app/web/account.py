@@ -11,7 +11,7 @@ from wtforms.validators import DataRequired, EqualTo, Length
 from app.auth.guards import guard
 from app.errors import AppError
 from app.extensions import db
-from app.services import login_sessions, users
+from app.services.identity import login_sessions, users
 from app.tenancy import principal
 from app.web import bp
 from app.web._helpers import attach_error

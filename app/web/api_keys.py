@@ -18,7 +18,7 @@ from app.errors import AppError
 from app.extensions import htmx
 from app.models import ApiKey, Role
 from app.models.types import utcnow
-from app.services import api_keys as key_service
+from app.services.identity import api_keys as key_service
 from app.tenancy import current_tenant, get_or_404, principal
 from app.web import bp
 from app.web._helpers import attach_error, confirm_page, done, page_or_fragment

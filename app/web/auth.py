@@ -12,7 +12,7 @@ from app.auth.guards import guard, public
 from app.auth.loaders import TENANT_SESSION_KEY
 from app.auth.ratelimit import login_limits
 from app.errors import AppError, NotFound
-from app.services import login_sessions, users
+from app.services.identity import login_sessions, users
 from app.web import bp
 from app.web.redirects import safe_next
 

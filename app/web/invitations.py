@@ -23,7 +23,7 @@ from app.auth.loaders import TENANT_SESSION_KEY
 from app.auth.ratelimit import login_limits
 from app.errors import AppError, Gone, NotFound
 from app.models import Invitation, Membership
-from app.services import invitations
+from app.services.identity import invitations
 from app.web import bp
 from app.web._helpers import attach_error
 from app.web.auth import sign_in

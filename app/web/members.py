@@ -16,8 +16,8 @@ from app.errors import AppError
 from app.extensions import db, htmx
 from app.models import Invitation, Membership, Role
 from app.models.types import utcnow
-from app.services import invitations as invitation_service
-from app.services import members as member_service
+from app.services.identity import invitations as invitation_service
+from app.services.identity import members as member_service
 from app.tenancy import current_tenant, get_or_404, principal
 from app.web import bp
 from app.web._helpers import attach_error, confirm_page, done, page_or_fragment

@@ -2,7 +2,7 @@
 sandbox and read the output (decisions 7).
 
 Sessions are the caller's own: another member's session id is a 404, never a 403
-(`sessions.get_session`). Each command is a stored run (app.services.runs): the
+(`sessions.get_session`). Each command is a stored run (app.services.sessions.runs): the
 transcript opens with the session's latest runs, and a long one polls until it ends
 (app.web.playground_runs).
 """
@@ -24,10 +24,11 @@ from app.auth.guards import guard
 from app.errors import AppError, ValidationFailed
 from app.extensions import db, htmx
 from app.models import BindingState, Role, SandboxConfig, SandboxSession
-from app.services import runs, session_end, sessions
 from app.services.sandboxes import configs as sandbox_configs
 from app.services.sandboxes.network_policy import DENY_ALL
-from app.services.sessions import ExecOutcome
+from app.services.sessions import ending, runs
+from app.services.sessions import lifecycle as sessions
+from app.services.sessions.lifecycle import ExecOutcome
 from app.services.skills import installed
 from app.tenancy import current_tenant, principal
 from app.web import bp, playground_runs
@@ -212,7 +213,7 @@ def end_playground_session(session_id):
     ended = session.id
     # The record closes now and a job removes the sandbox, so a slow or unreachable
     # provider never holds this request nor keeps the session open (issue 11 item 6).
-    session_end.end_session(current_tenant(), principal(), session)
+    ending.end_session(current_tenant(), principal(), session)
     message = "Session ended; its sandbox is being removed."
     if not htmx:
         flash(message, "success")
@@ -258,7 +259,7 @@ def playground_exec(session_id):
     skill = request.form.get("skill", "").strip()
     status, stored = 200, None
     try:
-        # Off the request thread (app.services.runs): a long command comes back running,
+        # Off the request thread (app.services.sessions.runs): a long command comes back running,
         # and its entry polls for its output until it ends.
         started = runs.start(current_tenant(), principal().user, session, command,
                              _timeout(raw_timeout), skill=skill or None)

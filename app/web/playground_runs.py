@@ -14,7 +14,7 @@ from app.errors import AppError
 from app.extensions import db
 from app.models import ExecRun, Role, RunStatus, SandboxSession
 from app.models.types import utcnow
-from app.services import runs, sessions
+from app.services.sessions import lifecycle, runs
 from app.tenancy import current_tenant, principal
 from app.web import bp
 from app.web._helpers import notice
@@ -45,7 +45,7 @@ def history(session: SandboxSession) -> list[dict[str, Any]]:
 
 
 def _own_run(session_id, run_id) -> tuple[SandboxSession, ExecRun]:
-    session = sessions.get_session(current_tenant(), principal().user, str(session_id))
+    session = lifecycle.get_session(current_tenant(), principal().user, str(session_id))
     return session, runs.get_run(session, str(run_id))
 
 

@@ -10,7 +10,7 @@ from flask import flash, redirect, render_template, url_for
 from app.auth.guards import guard
 from app.extensions import htmx
 from app.models import Role, SandboxConfig, SandboxSession
-from app.services import session_end
+from app.services.sessions import ending
 from app.tenancy import current_tenant, get_or_404, principal
 from app.web import bp
 from app.web._helpers import notice
@@ -19,8 +19,8 @@ from app.web._helpers import notice
 def sessions_context(row: SandboxConfig) -> dict[str, Any]:
     """What the drawer's sessions section shows for `row`."""
     tenant = current_tenant()
-    return {"config_sessions": session_end.list_workspace_sessions(tenant, row.id),
-            "pending_removals": len(session_end.pending_for(tenant, row.id))}
+    return {"config_sessions": ending.list_workspace_sessions(tenant, row.id),
+            "pending_removals": len(ending.pending_for(tenant, row.id))}
 
 
 @bp.post("/sandboxes/sessions/<uuid:session_id>/end")
@@ -29,7 +29,7 @@ def end_config_session(session_id):
     session = get_or_404(SandboxSession, str(session_id), "session")
     row = get_or_404(SandboxConfig, session.sandbox_config_id, "sandbox config")
     owner = session.user_id
-    session_end.end_session(current_tenant(), principal(), session, "ended by admin")
+    ending.end_session(current_tenant(), principal(), session, "ended by admin")
     message = ("Session ended; its sandbox is being removed." if owner == principal().actor_id
                else "Member's session ended; its sandbox is being removed.")
     if not htmx:

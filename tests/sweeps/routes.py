@@ -23,7 +23,7 @@ from app.extensions import db
 from app.models import ApiKey, Job, JobStatus
 from app.security import apikeys
 from app.services import audit
-from app.services.api_keys import CAPABILITIES
+from app.services.identity.api_keys import CAPABILITIES
 from tests import factories
 
 SKIPPED_ENDPOINTS = {"static"}
@@ -182,7 +182,7 @@ def _session_id(world: factories.TenantUsers) -> str:
     """The owner's own session (sessions are private to their user) on a sweep config;
     the one `run_id` made its run in, when it came first (arguments resolve sorted)."""
     from app.models import SandboxSession
-    from app.services import sessions
+    from app.services.sessions import lifecycle as sessions
 
     existing = db.session.scalar(select(SandboxSession.id).where(
         SandboxSession.tenant_id == world.tenant.id, SandboxSession.user_id == world.owner.id,
@@ -211,7 +211,7 @@ def make_printed_run(world: factories.TenantUsers, printed: str,
     """A run of the owner's sweep session that printed `printed` while its environment
     held `secrets`, stored through the runs' own writer (which masks them)."""
     from app.models import RunStatus
-    from app.services import runs
+    from app.services.sessions import runs
 
     session_id = _session_id(world)
     run_id = make_run(session_id, stdout="")

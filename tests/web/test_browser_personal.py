@@ -14,7 +14,8 @@ from sqlalchemy import select
 
 from app.extensions import db
 from app.models import InstalledSkill, SandboxConfig
-from app.services import audit, sessions
+from app.services import audit
+from app.services.sessions import lifecycle
 from app.services.skills import installed
 from tests.fakes.skill_archives import make_zip, skill_md
 from tests.web._support import confirm
@@ -91,9 +92,9 @@ def _story(tab, group, skill_id, actor):
     tab.set_viewport_size({"width": 1280, "height": 800})
 
     assert _playground_run(tab) == f"hello {MEMBER_VALUE}"
-    other = sessions.create_session(group.tenant, group.viewer,
+    other = lifecycle.create_session(group.tenant, group.viewer,
                                     row.sandbox_config_id, "other")
-    theirs = sessions.exec_command(group.tenant, group.viewer, other, "python3 hi.py",
+    theirs = lifecycle.exec_command(group.tenant, group.viewer, other, "python3 hi.py",
                                    skill="greeter")
     assert theirs.stdout.strip() == "hello from-the-admin"
 

@@ -13,8 +13,10 @@ from sqlalchemy import select
 from app.errors import AppError
 from app.extensions import db
 from app.models import Job, SandboxSession, Tenant, User
-from app.services import audit, session_end, sessions
+from app.services import audit
 from app.services.sandboxes import configs as service
+from app.services.sessions import ending
+from app.services.sessions import lifecycle as sessions
 from tests import factories
 from tests.backends.conftest import BASE_IMAGE, require_docker
 from tests.jobs.helpers import wait_for_terminal
@@ -102,7 +104,7 @@ def test_a_member_runs_a_command_twice_in_the_same_sandbox(tab, workspace):
     tab.get_by_text("No session selected").wait_for()
     tab.wait_for_url(re.compile(r"/playground$"))
     assert tab.locator(".session-row", has_text="Quick check").count() == 0
-    job_id = db.session.scalar(select(Job.id).where(Job.kind == session_end.JOB_KIND))
+    job_id = db.session.scalar(select(Job.id).where(Job.kind == ending.JOB_KIND))
     assert wait_for_terminal(job_id).result == {"outcome": "removed"}
 
 

@@ -185,9 +185,9 @@ def delete_config(tenant: Tenant, actor: Actor, row: SandboxConfig, force: bool 
         _release(row, stamp)
         raise
     if force:
-        from app.services import session_end  # it builds on this module
+        from app.services.sessions import ending
 
-        session_end.end_config_sessions(tenant, actor, row, inventory.session_ids)
+        ending.end_config_sessions(tenant, actor, row, inventory.session_ids)
     db.session.execute(update(SandboxConfig).where(SandboxConfig.id == row.id)
                        .values(deleted_at=utcnow(), cordoned_at=None))
     bundles = _forget_skills(row)

@@ -1,6 +1,6 @@
 """A session's sandbox binding: find, resume, replace or create it (reference 9.1, decisions 7).
 
-Split from app.services.sessions (the exec path) along the binding seam. The first exec
+Split from app.services.sessions.lifecycle (the exec path) along the binding seam. The first exec
 creates the sandbox; later ones reuse it. A paused sandbox (TTL expiry) is resumed, a
 dead one replaced, a lost binding recovered by listing the provider by metadata.
 Creation is serialised per session without row locks: a request must win a conditional

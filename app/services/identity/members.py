@@ -13,7 +13,8 @@ from sqlalchemy.orm import contains_eager
 from app.errors import Conflict, Forbidden, NotFound
 from app.extensions import db
 from app.models import Membership, Role, Tenant, User
-from app.services import Actor, audit, member_exit, paging
+from app.services import Actor, audit, paging
+from app.services.identity import member_exit
 
 
 def pick_membership(user: User, tenant_id: int | None) -> Membership | None:

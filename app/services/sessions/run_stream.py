@@ -1,6 +1,6 @@
 """A run's live view as server-sent events: output chunks, then one final frame.
 
-Reads the run's row (written by its pool thread, app.services.runs) and is woken by the
+Reads the run's row (written by its pool thread, app.services.sessions.runs) and is woken by the
 install streams' notify the moment the row changes, so a stream holds no database
 connection and no sandbox while it waits (docs/streams.md).
 """
@@ -16,7 +16,7 @@ from flask import current_app
 
 from app.extensions import db
 from app.models import ExecRun, RunStatus
-from app.services.runs import settle_lost
+from app.services.sessions.runs import settle_lost
 from app.services.skills.installs.stream import _wait, sse
 
 STREAMS = ("stdout", "stderr")

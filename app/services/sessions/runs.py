@@ -35,9 +35,10 @@ from app.errors import AppError, Conflict, NotFound, Unavailable
 from app.extensions import db
 from app.models import ExecRun, RunStatus, SandboxSession, Tenant, User
 from app.models.types import utcnow
-from app.services import paging, sessions
+from app.services import paging
 from app.services import wakeups as notify
-from app.services.run_output import Capture, LiveHooks
+from app.services.sessions import lifecycle
+from app.services.sessions.run_output import Capture, LiveHooks
 
 log = logging.getLogger("sandlot.runs")
 FLUSH_SEC = 0.5
@@ -49,7 +50,7 @@ PAGE_MAX = 100
 class Started:
     run_id: str
     run: ExecRun | None  # read back only when it outlived the wait (the 202 shows it)
-    outcome: sessions.ExecOutcome | None  # set when it finished within the wait
+    outcome: lifecycle.ExecOutcome | None  # set when it finished within the wait
 
 
 class _CancelledBeforeStart(BackendError):
@@ -128,7 +129,7 @@ def start(tenant: Tenant, user: User, session: SandboxSession, command: str,
     skill's missing variables) come before any row is written. A run that fails within
     the wait raises its error, as a direct exec would.
     """
-    prepared = sessions.precheck(tenant, user, session, command, timeout_sec, skill)
+    prepared = lifecycle.precheck(tenant, user, session, command, timeout_sec, skill)
     app = current_app._get_current_object()
     config, tenant_id = app.config, tenant.id
     if not _pool(app).take(tenant_id, int(config.get("RUNS_MAX", 128)),
@@ -162,7 +163,7 @@ def start(tenant: Tenant, user: User, session: SandboxSession, command: str,
     return Started(run.id, run, outcome)
 
 
-def _execute(app: Flask, writer: _RunWriter) -> sessions.ExecOutcome:
+def _execute(app: Flask, writer: _RunWriter) -> lifecycle.ExecOutcome:
     """The pool thread: run the command, keep its row current, leave a verdict."""
     with app.app_context():
         try:
@@ -181,7 +182,7 @@ class _RunWriter:
     its output and verdict are UPDATEs. `lock` orders the two threads around that switch.
     """
 
-    def __init__(self, values: dict, prepared: sessions.Prepared | None = None):
+    def __init__(self, values: dict, prepared: lifecycle.Prepared | None = None):
         self.values = values
         self.prepared = prepared  # what the request's checks read: not read again
         self.run_id: str = values["id"]
@@ -192,14 +193,14 @@ class _RunWriter:
         self.stored = False  # its row was inserted (False: the session was gone)
         self.hooks = LiveHooks(on_output=self.output, on_started=self.started)
 
-    def execute(self) -> sessions.ExecOutcome:
+    def execute(self) -> lifecycle.ExecOutcome:
         values = self.values
         session = db.session.get(SandboxSession, values["session_id"])
         started = time.monotonic()
         try:
             if session is None or self.prepared is None:
                 raise NotFound("No such session.")
-            outcome = sessions.exec_prepared(session, values["command"], self.prepared,
+            outcome = lifecycle.exec_prepared(session, values["command"], self.prepared,
                                              live=self.hooks)
         except Exception as exc:
             db.session.rollback()
@@ -259,7 +260,7 @@ class _RunWriter:
                 # parameters, not .values(): one cached statement whatever the row holds
                 conn.execute(insert(ExecRun), [{**values, **self._output()}])
                 if touched:
-                    sessions.touch(conn, values["session_id"])
+                    lifecycle.touch(conn, values["session_id"])
         except IntegrityError:  # the session was ended meanwhile: nothing to keep
             log.info("run %s: its session is gone", self.run_id)
         else:
@@ -289,7 +290,7 @@ class _RunWriter:
                                .where(ExecRun.id == self.run_id)):
                     values["status"] = RunStatus.cancelled
                 if touched:
-                    sessions.touch(conn, self.values["session_id"])
+                    lifecycle.touch(conn, self.values["session_id"])
             self._write(values)
 
 
@@ -338,7 +339,7 @@ def cancel(session: SandboxSession, run: ExecRun) -> ExecRun:
     left it). Answers within a few seconds; the run's thread writes the verdict."""
     if run.status != RunStatus.running:
         raise Conflict("This command is no longer running.", code="run_not_running")
-    if not sessions.can_cancel(session):
+    if not lifecycle.can_cancel(session):
         raise Conflict("This sandbox provider cannot stop a running command; it ends at "
                        "its timeout.", code="run_not_cancellable")
     db.session.execute(update(ExecRun).where(ExecRun.id == run.id)
@@ -346,6 +347,6 @@ def cancel(session: SandboxSession, run: ExecRun) -> ExecRun:
     db.session.commit()
     db.session.refresh(run)
     if run.exec_ref:
-        sessions.cancel_exec(session, run.exec_ref)
+        lifecycle.cancel_exec(session, run.exec_ref)
     return run
 

@@ -1,7 +1,7 @@
 """Sessions and execution: one persistent sandbox per session (reference 9.1-9.2, decisions 7).
 
 The first exec creates the sandbox; later ones reuse it. How a session finds, resumes,
-replaces or creates its sandbox (the binding) is app.services.session_binding.
+replaces or creates its sandbox (the binding) is app.services.sessions.binding.
 """
 
 from __future__ import annotations
@@ -27,13 +27,14 @@ from app.errors import Forbidden, NotFound, ValidationFailed
 from app.extensions import db
 from app.models import BindingState, SandboxConfig, SandboxSession, Tenant, User
 from app.models.types import utcnow
-from app.services import audit, paging, session_binding
+from app.services import audit, paging
 from app.services.personal import capture as exec_capture
 from app.services.personal import resolver
 from app.services.personal.values import Who
-from app.services.run_output import LiveHooks
 from app.services.sandboxes import incidents
 from app.services.sandboxes.configs import backend_for, cordoned
+from app.services.sessions import binding as session_binding
+from app.services.sessions.run_output import LiveHooks
 from app.services.skills import runtime as skill_exec
 
 log = logging.getLogger("sandlot.sessions")
@@ -189,7 +190,7 @@ def exec_command(tenant: Tenant, user: User, session: SandboxSession, command: s
 
     With `skill`, the command runs in that installed skill's directory with the skill
     runtime names (reference 9.3) in its environment. With `live` (a run), a backend
-    that can report output as it comes and stop a command does so (app.services.runs).
+    that can report output as it comes and stop a command does so (app.services.sessions.runs).
     """
     prepared = precheck(tenant, user, session, command, timeout_sec, skill)
     return exec_prepared(session, command, prepared, live=live, looked=False)

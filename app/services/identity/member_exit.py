@@ -14,8 +14,9 @@ from app.errors import Unavailable
 from app.extensions import db
 from app.models import ApiKey, Membership, SandboxSession, Tenant, User
 from app.models.types import utcnow
-from app.services import Actor, audit, job_limits, jobs, session_end
+from app.services import Actor, audit, job_limits, jobs
 from app.services.personal import values as personal_env
+from app.services.sessions import ending as session_end
 
 log = logging.getLogger("sandlot.members")
 JOB_KIND = "end_member_sessions"

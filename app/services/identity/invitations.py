@@ -19,7 +19,8 @@ from app.errors import Conflict, Forbidden, Gone, NotFound, Unauthorized, Valida
 from app.extensions import db
 from app.models import Invitation, InvitationStatus, Membership, Role, Tenant, User
 from app.models.types import utcnow
-from app.services import Actor, audit, members, paging, users
+from app.services import Actor, audit, paging
+from app.services.identity import members, users
 
 MAX_TOKEN_LENGTH = 128
 INVALID_LINK = "This invitation link is not valid. Check that you copied all of it."
