@@ -119,7 +119,7 @@ class BaseConfig:
     # Docker sandbox limits (decisions 12): every config inherits the defaults and may
     # lower them, never go above the maximum. Memory and disk in MiB, CPU in cores. The
     # disk limit is a per-sandbox filesystem for /workspace, /tmp and the home directory
-    # (the root filesystem is read-only); see app/backends/docker_disk.py.
+    # (the root filesystem is read-only); see app/backends/docker/disk.py.
     SANDBOX_DEFAULT_PIDS_LIMIT = _int("SANDBOX_DEFAULT_PIDS_LIMIT", 256)
     SANDBOX_MAX_PIDS_LIMIT = _int("SANDBOX_MAX_PIDS_LIMIT", 4096)
     SANDBOX_DEFAULT_MEMORY_MB = _int("SANDBOX_DEFAULT_MEMORY_MB", 1024)

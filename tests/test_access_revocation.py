@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy import select
 
 from app.backends.base import SandboxNotFound
-from app.backends.docker import DockerBackend
+from app.backends.docker.backend import DockerBackend
 from app.extensions import db
 from app.models import ApiKey, AuditEvent, BindingState, Job, SandboxSession
 from app.services.identity import api_keys

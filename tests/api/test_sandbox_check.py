@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from app.backends.base import SandboxState
-from app.backends.docker import DockerBackend
+from app.backends.docker.backend import DockerBackend
 from app.extensions import db
 from app.models import Job, SandboxConfig
 from app.services.sandboxes.check import job as sandbox_check

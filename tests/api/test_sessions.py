@@ -7,7 +7,7 @@ import threading
 import pytest
 import requests
 
-from app.backends import docker_disk
+from app.backends.docker import disk as docker_disk
 from app.extensions import db
 from app.models import SandboxConfig, SandboxSession
 from tests.backends.conftest import BASE_IMAGE, require_docker

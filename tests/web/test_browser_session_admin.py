@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select
 
 from app.backends.base import SandboxNotFound
-from app.backends.docker import DockerBackend
+from app.backends.docker.backend import DockerBackend
 from app.extensions import db
 from app.models import Job, SandboxSession
 from app.models.types import utcnow

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select
 
 from app.backends.base import SandboxNotFound
-from app.backends.docker import DockerBackend
+from app.backends.docker.backend import DockerBackend
 from app.extensions import db
 from app.models import Job, Role, SandboxConfig, SandboxRemoval, SandboxSession
 from app.models.types import utcnow

@@ -23,7 +23,6 @@ from flask import current_app
 from sqlalchemy import or_, select
 from sqlalchemy.exc import IntegrityError
 
-from app.backends import blobstore
 from app.errors import (
     AppError,
     Conflict,
@@ -43,6 +42,7 @@ from app.services.skills import sources
 from app.services.skills.bundles import Bundle, invalid, max_bundle_mb, normalize, sniff
 from app.services.skills.installs import accept
 from app.services.skills.installs.accept import JOB_KIND  # noqa: F401  (re-exported)
+from app.storage import blobstore
 
 log = logging.getLogger("sandlot.skills")
 CATEGORIES_MAX, CATEGORY_MAX = 32, 64

@@ -12,12 +12,12 @@ import logging
 import zipfile
 from collections.abc import Callable, Iterable
 
-from app.backends import blobstore
 from app.errors import AppError
 from app.extensions import db
 from app.models import SkillCatalogEntry
 from app.services.skills import names as skill_names
 from app.services.skills.manifest import parse_skill_md
+from app.storage import blobstore
 
 log = logging.getLogger("sandlot.skills")
 SKILL_MD_MAX = 256 * 1024  # the frontmatter is at most 64 KiB; the body is not needed

@@ -12,7 +12,6 @@ from typing import IO, Any
 
 from sqlalchemy import select
 
-from app.backends import blobstore
 from app.errors import AppError, BadRequest, Conflict, NotFound, Unavailable, ValidationFailed
 from app.extensions import db
 from app.models import InstalledSkill, InstallStatus, SandboxConfig, Tenant
@@ -24,6 +23,7 @@ from app.services.skills import catalog
 from app.services.skills import files as skill_files
 from app.services.skills.installs import control
 from app.services.skills.installs.events import EventLog
+from app.storage import blobstore
 
 ENV_VALUE_MAX = 8 * 1024
 NOTES_MAX = 10_000

@@ -128,7 +128,7 @@ def test_a_stored_private_endpoint_stops_working_when_the_operator_disallows_it(
 @pytest.mark.parametrize("url", ["http://169.254.169.254:49983", "http://[fd00:ec2::254]:80",
                                  "http://0.0.0.0:49983"])
 def test_the_data_plane_never_reaches_metadata_even_with_private_endpoints(url):
-    from app.backends.e2b import E2BBackend
+    from app.backends.e2b.e2b import E2BBackend
 
     backend = E2BBackend({"api_key": "k-123", "template_id": "base",
                           "api_url": "http://127.0.0.1:9", "allow_private_endpoints": True})

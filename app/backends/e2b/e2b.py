@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.backends.base import BackendError, SandboxSpec
-from app.backends.e2b_common import E2BCompatible, canonical_deny_out
+from app.backends.e2b.common import E2BCompatible, canonical_deny_out
 
 
 class E2BBackend(E2BCompatible):

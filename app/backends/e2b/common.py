@@ -45,7 +45,6 @@ from e2b.api.client_sync import get_api_client
 from e2b.sandbox.filesystem.filesystem import FileType
 from packaging.version import Version
 
-from app.backends import e2b_io
 from app.backends.base import (
     LIVE_STATES,
     BackendError,
@@ -59,9 +58,10 @@ from app.backends.base import (
     SandboxSpec,
     SandboxState,
 )
-from app.backends.e2b_io import ENVD_PORT, E2BSettings
-from app.backends.e2b_templates import TemplateCatalog
-from app.backends.e2b_templates import iso as _iso
+from app.backends.e2b import io
+from app.backends.e2b.io import ENVD_PORT, E2BSettings
+from app.backends.e2b.templates import TemplateCatalog
+from app.backends.e2b.templates import iso as _iso
 from app.backends.sandbox_paths import CHECK_READ, PREPARE_WRITE, WORKDIR, abs_path
 from app.backends.sandbox_paths import is_ours as _ours
 
@@ -146,7 +146,7 @@ class E2BCompatible(TemplateCatalog):
     # -- plumbing -------------------------------------------------------------------------
 
     def _errors(self, what: str, secrets: tuple[str, ...] = ()):
-        return e2b_io.errors(self.settings, what, secrets)
+        return io.errors(self.settings, what, secrets)
 
     def _api_key(self) -> str:
         if not self.settings.api_key:
@@ -355,7 +355,7 @@ class E2BCompatible(TemplateCatalog):
             return
         # Even with private endpoints allowed, the guard still refuses link-local and
         # metadata addresses, which no setting opens.
-        e2b_io.guard_url(url, f"{self.provider} sandbox URL",
+        io.guard_url(url, f"{self.provider} sandbox URL",
                          allow_private=self.settings.allow_private_endpoints)
         self._safe_urls.add(url)
 
@@ -375,8 +375,8 @@ class E2BCompatible(TemplateCatalog):
         timeout_sec = timeout_sec if timeout_sec > 0 else 60
         handle, tokens = self._handle(sandbox_id)
         secrets = (*tokens, *(env or {}).values())
-        out, err = e2b_io.Capped(output_limit), e2b_io.Capped(output_limit)
-        clock = e2b_io.Stopwatch()
+        out, err = io.Capped(output_limit), io.Capped(output_limit)
+        clock = io.Stopwatch()
         timed_out = False
         with self._errors("exec", secrets):
             command_handle = handle.commands.run(
@@ -512,7 +512,7 @@ class E2BCompatible(TemplateCatalog):
             self.sdk.Sandbox.delete_snapshot(snapshot_id)
 
 
-def _tee(capped: e2b_io.Capped, stream: int,
+def _tee(capped: io.Capped, stream: int,
          sink: Callable[[int, bytes], None] | None) -> Callable[[str], None]:
     """Keep a chunk and, for a live view, pass it on as bytes."""
     if sink is None:

@@ -10,8 +10,8 @@ import socket
 
 import pytest
 
-from app.backends import blobstore
-from app.backends.blobstore import BlobMissing, FileBlobStore, S3BlobStore, from_settings
+from app.storage import blobstore
+from app.storage.blobstore import BlobMissing, FileBlobStore, S3BlobStore, from_settings
 
 
 def free_port() -> int:

@@ -29,7 +29,7 @@ import subprocess
 from collections.abc import Iterable
 
 from app.backends.base import BackendError
-from app.backends.egress.policy import NEVER, PRIVATE, SandboxNet
+from app.backends.docker.egress.policy import NEVER, PRIVATE, SandboxNet
 
 TABLE = "inet sandlot"
 NFT_TIMEOUT_SEC = 10

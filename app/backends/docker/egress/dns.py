@@ -1,6 +1,6 @@
 """The sandboxes' DNS resolver: one daemon per state directory, serving every sandbox.
 
-    python -m app.backends.egress.dns --state-dir instance/egress [--detach]
+    python -m app.backends.docker.egress.dns --state-dir instance/egress [--detach]
 
 It watches `<state-dir>/sandboxes/*.json` (written by the Docker backend at create,
 removed at delete) and listens on UDP and TCP port 53 of each sandbox's bridge gateway,
@@ -42,9 +42,9 @@ from pathlib import Path
 
 from dnslib import QTYPE, RCODE, DNSError, DNSHeader, DNSRecord
 
-from app.backends.egress import dns_limits, nft
-from app.backends.egress.dns_limits import Share
-from app.backends.egress.policy import SandboxNet, learnable
+from app.backends.docker.egress import dns_limits, nft
+from app.backends.docker.egress.dns_limits import Share
+from app.backends.docker.egress.policy import SandboxNet, learnable
 
 MIN_TTL = 5  # seconds a learned IP stays in the set at least
 MAX_TTL = 86400  # answers are never cached (or learned) longer than a day

@@ -39,7 +39,6 @@ from typing import Any
 
 import docker
 
-from app.backends import docker_disk, docker_io, docker_reap
 from app.backends.base import (
     LIVE_STATES,
     METADATA_PREFIX,
@@ -53,10 +52,13 @@ from app.backends.base import (
     SandboxState,
     Unsupported,
 )
-from app.backends.docker_files import DockerFiles, user_name
-from app.backends.docker_images import DockerImages
-from app.backends.docker_io import DockerSettings
-from app.backends.egress import manager as egress
+from app.backends.docker import disk as docker_disk
+from app.backends.docker import io as docker_io
+from app.backends.docker import reap as docker_reap
+from app.backends.docker.egress import manager as egress
+from app.backends.docker.files import DockerFiles, user_name
+from app.backends.docker.images import DockerImages
+from app.backends.docker.io import DockerSettings
 from app.backends.sandbox_paths import is_ours as _ours
 
 HOST_GRACE_SEC = 5  # host-side backstop after the in-container `timeout`

@@ -38,11 +38,11 @@ import docker
 from dnslib import RCODE, DNSRecord
 
 from app.backends.base import BackendError, ResolvedNetworkPolicy
-from app.backends.egress import dns, nft
-from app.backends.egress.policy import EGRESS_ID, EgressPolicy, SandboxNet
+from app.backends.docker.egress import dns, nft
+from app.backends.docker.egress.policy import EGRESS_ID, EgressPolicy, SandboxNet
 from app.security.files import open_private, write_private
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 DEFAULT_STATE_DIR = ROOT / "instance" / "egress"
 DEFAULT_SUBNETS = "10.213.0.0/16"
 SUBNET_PREFIX = 28
@@ -328,7 +328,7 @@ class EgressManager:
         env = {"PATH": os.environ.get("PATH") or "/usr/sbin:/usr/bin:/sbin:/bin",
                "PYTHONPATH": str(ROOT), "LANG": "C.UTF-8"}
         with open_private(dns.log_path(state_dir)) as output:  # the resolver's log: 0600
-            subprocess.run([sys.executable, "-m", "app.backends.egress.dns", "--state-dir",
+            subprocess.run([sys.executable, "-m", "app.backends.docker.egress.dns", "--state-dir",
                             str(state_dir), "--detach"], cwd=ROOT, env=env,
                            stdin=subprocess.DEVNULL, stdout=output, stderr=output,
                            timeout=30, check=False)

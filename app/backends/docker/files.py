@@ -13,7 +13,6 @@ from __future__ import annotations
 import posixpath
 import tarfile
 
-from app.backends import docker_io
 from app.backends.base import (
     BackendError,
     BackendTimeout,
@@ -21,6 +20,7 @@ from app.backends.base import (
     SandboxNotFound,
     SandboxPathNotFound,
 )
+from app.backends.docker import io
 from app.backends.sandbox_paths import CHECK_READ, PREPARE_WRITE, abs_path
 
 SANDBOX_USER = "sandbox"
@@ -54,7 +54,7 @@ class DockerFiles:
     `_inspect`, `_running`, `_run` and `settings`)."""
 
     def _shell(self, sandbox_id: str, script: str, *args: str, user: str | None,
-               what: str) -> docker_io.RawRun:
+               what: str) -> io.RawRun:
         """A helper script as `user`; exit 3 means "no such path"."""
         run = self._run(self._running(sandbox_id), ["sh", "-c", script, "sh", *args],
                         user=user_name(user), cwd="/", env=None,
@@ -77,7 +77,7 @@ class DockerFiles:
             raise BackendError("write_file needs a file path")
         who = user_name(user)
         self._shell(sandbox_id, PREPARE_WRITE, parent, full, user=who, what="write file")
-        archive = docker_io.tar_one_file(name, data, USER_IDS[who])
+        archive = io.tar_one_file(name, data, USER_IDS[who])
         with self._errors("write file"):
             self.api.put_archive(self._running(sandbox_id), parent, archive)
 
@@ -106,7 +106,7 @@ class DockerFiles:
                 archive = b"".join(stream)
         except SandboxNotFound:
             raise SandboxPathNotFound(f"read file: {full}: no such file") from None
-        return docker_io.untar_one(archive)
+        return io.untar_one(archive)
 
     def list_dir(self, sandbox_id: str, path: str, *,
                  user: str | None = None) -> list[FileEntry]:

@@ -32,7 +32,7 @@ from e2b.api.client.api.sandboxes import post_sandboxes, post_sandboxes_sandbox_
 from e2b.api.client.models import ConnectSandbox, NewSandbox, SandboxAutoResumeConfig
 
 from app.backends.base import BackendError, CubeRule, HostRule, SandboxInfo, SandboxSpec
-from app.backends.e2b_common import E2BCompatible, Remote, canonical_deny_out
+from app.backends.e2b.common import E2BCompatible, Remote, canonical_deny_out
 
 TRAFFIC_HEADER = "E2B-Traffic-Access-Token"
 

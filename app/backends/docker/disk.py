@@ -36,7 +36,7 @@ from app.backends.base import BackendError
 
 log = logging.getLogger("sandlot.docker.disk")
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 LABEL = "sandlot.disk"  # on the container: the id of its loop disk
 SANDBOX_UID = 1000
 # Where a sandbox may write: (directory on the disk, mode, owner). Installed skills live
