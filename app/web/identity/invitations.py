@@ -26,7 +26,7 @@ from app.models import Invitation, Membership
 from app.services.identity import invitations
 from app.web import bp
 from app.web._helpers import attach_error
-from app.web.auth import sign_in
+from app.web.identity.auth import sign_in
 
 NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
 

@@ -22,7 +22,7 @@ from app.services.skills.installs import stream
 from app.tenancy import current_tenant, principal
 from app.web import bp
 from app.web._helpers import notice
-from app.web.sandboxes import KIND_LABELS
+from app.web.sandboxes.configs import KIND_LABELS
 
 STOP_POLLING = 286  # htmx: swap this answer, then stop the `every` trigger
 LABELS = {"installing": "Installing", "ready": "Ready", "failed": "Failed",
@@ -67,7 +67,7 @@ def _drawer(row: InstalledSkill | None, message: str = "", category: str = "succ
     template = "skills/_manage_gone.html" if row is None else "skills/_manage.html"
     context = {} if row is None else _context(row, confirm)
     if not htmx:  # opened directly: the Skills page with the drawer open
-        from app.web.skills import _list_context
+        from app.web.skills.catalog import _list_context
         return render_template("skills/index.html", drawer=template,
                                **{**_list_context(), **context}), status
     body = render_template(template, **context)

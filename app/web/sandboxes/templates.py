@@ -23,8 +23,8 @@ from app.services.sandboxes import templates as sandbox_templates
 from app.tenancy import get_or_404, principal
 from app.web import bp
 from app.web.jobs import STOP_POLLING
-from app.web.sandboxes import _editing
-from app.web.sandboxes_form import Editor
+from app.web.sandboxes.configs import _editing
+from app.web.sandboxes.form import Editor
 
 # The card's status read is a courtesy: never hold the request for a provider's full timeout.
 STATUS_TIMEOUT_SEC = 5

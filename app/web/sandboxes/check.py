@@ -17,8 +17,8 @@ from app.services.sandboxes.check import job as sandbox_check
 from app.tenancy import get_or_404, principal
 from app.web import bp
 from app.web.jobs import STOP_POLLING
-from app.web.sandboxes import _editing
-from app.web.sandboxes_form import Editor
+from app.web.sandboxes.configs import _editing
+from app.web.sandboxes.form import Editor
 
 LABELS = {
     "client_build": "Client set-up",

@@ -38,9 +38,10 @@ from app.services.sandboxes import (
 from app.services.sandboxes.check import parts as sandbox_check_parts
 from app.services.sandboxes.configs import Inventory
 from app.tenancy import current_tenant, get_or_404, principal
-from app.web import bp, sandbox_sessions
+from app.web import bp
 from app.web._helpers import confirm_page, notice
-from app.web.sandboxes_form import (
+from app.web.sandboxes import sessions
+from app.web.sandboxes.form import (
     BACKENDS,
     BLOCK_FIELDS,
     SECRET,
@@ -418,7 +419,7 @@ def _inventory(row: SandboxConfig, inventory: Inventory, message: str | None = N
     headers = {"HX-Retarget": "#drawer-slot", "HX-Reswap": "innerHTML"} if status >= 400 else {}
     return _page("sandboxes/_inventory.html", status, headers, row=row, inventory=inventory,
                  message=message, kind_labels=KIND_LABELS,
-                 **sandbox_sessions.sessions_context(row))
+                 **sessions.sessions_context(row))
 
 
 @bp.get("/sandboxes/<uuid:config_id>/inventory")

@@ -26,8 +26,8 @@ from app.services.skills.installs import stream
 from app.tenancy import current_tenant, get_or_404, principal, scoped
 from app.web import bp
 from app.web._helpers import confirm_page, notice
-from app.web.sandboxes import KIND_LABELS
-from app.web.skills_form import Problems, Targets, submission
+from app.web.sandboxes.configs import KIND_LABELS
+from app.web.skills.form import Problems, Targets, submission
 
 BUSY = ("installing", "removing")
 STATUS_LABELS = {"installing": "Installing", "ready": "Ready", "failed": "Failed",
@@ -176,7 +176,7 @@ def _add_refused(source: str, targets: Targets, problems: Problems):
 
 
 # The upload route checks CSRF itself (above), before or after streaming the body.
-csrf.exempt("app.web.skills.add_skill")
+csrf.exempt("app.web.skills.catalog.add_skill")
 
 
 # -- install (reference 6.6) -----------------------------------------------------------------

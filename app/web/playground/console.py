@@ -4,7 +4,7 @@ sandbox and read the output (decisions 7).
 Sessions are the caller's own: another member's session id is a 404, never a 403
 (`sessions.get_session`). Each command is a stored run (app.services.sessions.runs): the
 transcript opens with the session's latest runs, and a long one polls until it ends
-(app.web.playground_runs).
+(app.web.playground.runs).
 """
 
 from __future__ import annotations
@@ -31,9 +31,10 @@ from app.services.sessions import lifecycle as sessions
 from app.services.sessions.lifecycle import ExecOutcome
 from app.services.skills import installed
 from app.tenancy import current_tenant, principal
-from app.web import bp, playground_runs
+from app.web import bp
 from app.web._helpers import attach_error, notice
-from app.web.sandboxes import KIND_LABELS
+from app.web.playground import runs as playground_runs
+from app.web.sandboxes.configs import KIND_LABELS
 
 FIELD_LABELS = {"command": "Command", "timeout_sec": "Timeout"}
 HINTS = {"workspace_scripts_disabled": "An admin can turn scripts back on under Sandboxes."}
