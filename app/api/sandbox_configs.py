@@ -15,6 +15,7 @@ from app.api.schemas import JobOut
 from app.auth.guards import FULL_ACCESS, guard
 from app.models import Role, SandboxConfig
 from app.security import config_secrets
+from app.services import config_removal
 from app.services.sandboxes import configs as service
 from app.services.sandboxes import document as sandbox_doc
 from app.services.sandboxes import lists
@@ -178,7 +179,7 @@ def update_sandbox_config(config_id):
      "sandboxes", errors=(404, 409, 423))
 def delete_sandbox_config(config_id):
     row = get_or_404(SandboxConfig, str(config_id), "sandbox config")
-    service.delete_config(current_tenant(), principal(), row, force=_force())
+    config_removal.delete_config(current_tenant(), principal(), row, force=_force())
     return ok(None)
 
 

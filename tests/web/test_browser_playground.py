@@ -15,6 +15,7 @@ from app.extensions import db
 from app.models import Job, SandboxSession, Tenant, User
 from app.services import audit
 from app.services.sandboxes import configs as service
+from app.services.sandboxes import provider
 from app.services.sessions import ending
 from app.services.sessions import lifecycle as sessions
 from tests import factories
@@ -145,7 +146,7 @@ def installed_skill(workspace, config, bundle: bytes) -> Iterator[str]:
         for session in db.session.scalars(select(SandboxSession)).all():
             sessions.delete_session(db.session.get(Tenant, session.tenant_id),
                                     db.session.get(User, session.user_id), session)
-        backend = service.backend_for(db.session.get(SandboxConfig, config.id).config)
+        backend = provider.backend_for(db.session.get(SandboxConfig, config.id).config)
         assert image.release_all(db.session.get(SandboxConfig, config.id), backend) == []
         backend.close()
 

@@ -1,4 +1,7 @@
-"""Sandbox configs: create, update with the identity-change protocol, delete, inventory.
+"""Sandbox configs: create, update with the identity-change protocol, inventory, cordon.
+
+Deleting a config reaches into sessions and skills, so it is an orchestrator of its own
+(services/config_removal.py).
 
 Reference 3.1 and 9.4: a mutation that changes where sandboxes live (backend identity)
 cordons the config for a 2-minute lease, lists live sandboxes under the OLD identity,
@@ -13,25 +16,21 @@ import logging
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 
-from app.auth.principal import Principal
-from app.backends import registry
-from app.backends.base import Backend, BackendError
+from app.backends.base import BackendError
 from app.errors import Conflict, Locked, ValidationFailed
 from app.extensions import db
-from app.models import InstalledSkill, InstallStatus, Role, SandboxConfig, Tenant
+from app.models import ApiKey, InstalledSkill, InstallStatus, Role, SandboxConfig, Tenant
 from app.models.sandbox_config import CORDON_LEASE
 from app.models.types import utcnow
 from app.security import config_secrets
 from app.services import Actor, audit
-from app.services.personal import values as personal_env
 from app.services.sandboxes import document as sandbox_doc
-from app.services.sandboxes import endpoints
-from app.services.sandboxes import image as skill_image
+from app.services.sandboxes.provider import backend_for, sandbox_filter
 
 log = logging.getLogger("sandlot.sandbox_configs")
 NAME_MAX, DESCRIPTION_MAX = 100, 2000
@@ -77,39 +76,19 @@ def list_configs(tenant: Tenant) -> list[SandboxConfig]:
     return list(db.session.scalars(query))
 
 
-def backend_for(doc: dict[str, Any], sandbox_id: str | None = None,
-                traffic_token: str | None = None) -> Backend:
-    """A backend client for a config, with what the operator decides filled in: the
-    Docker engine's URL and TLS files, and whether private endpoints may be reached.
-    Given a sandbox and its traffic token, the client is primed with them (Cube hands
-    the token out once, at creation, and every later call needs it)."""
-    kind = doc["sandbox_type"]
-    settings = dict(doc.get(kind) or {})
-    settings["allow_private_endpoints"] = endpoints.allow_private(doc)
-    if kind == "docker":
-        name = endpoints.engine_of(settings)
-        engine = endpoints.engine(name)
-        if engine is None:
-            raise BackendError("This config's Docker engine is not offered by this deployment; "
-                               "pick one of the operator's engines in the config.")
-        settings.update(engine=engine.name, host=engine.url, tls_cert_path=engine.tls_dir)
-    backend = registry.make_backend(kind, settings)
-    remember = getattr(backend, "remember_traffic_token", None)
-    if remember is not None and sandbox_id and traffic_token:
-        remember(sandbox_id, traffic_token)
-    return backend
+class Caller(Protocol):
+    """Who asks (the web's or the API's Principal): their role here, or the key they use."""
+
+    role: Role | None
+    api_key: ApiKey | None
 
 
-def may_update(who: Principal) -> bool:
+def may_update(who: Caller) -> bool:
     """Whether `who` may update sandbox configs (the PUT route's guard: admin, or a
     full-access key): only such callers may reuse stored secrets in unsaved configs."""
     if who.api_key is not None:
         return bool(who.api_key.full_access)
     return who.role is not None and who.role.at_least(Role.admin)
-
-
-def sandbox_filter(tenant_id: int, config_id: str) -> dict[str, str]:
-    return {"sandlot_tenant_id": str(tenant_id), "sandlot_sandbox_config_id": config_id}
 
 
 def take_inventory(row: SandboxConfig, doc: dict[str, Any] | None = None) -> Inventory:
@@ -166,40 +145,6 @@ def update_config(tenant: Tenant, actor: Actor, row: SandboxConfig, name: str,
     _commit_unique(name)
     db.session.refresh(row)
     return row
-
-
-def delete_config(tenant: Tenant, actor: Actor, row: SandboxConfig, force: bool = False) -> None:
-    """Reference 3.1.5 with issue 11 item 6: cordon, refuse while live, soft-delete. Force
-    overrides an unverifiable inventory and ends every member's sessions on the config
-    (their sandboxes are removed by jobs); it never overrides the live sandbox of an
-    install or a check in flight."""
-    stamp = _cordon(row)
-    try:
-        inventory = take_inventory(row)
-        if inventory.unverifiable and not force:
-            raise unverifiable()
-        if inventory.sandbox_count and (not force or inventory.sessionless):
-            raise still_live(inventory)
-        _release_snapshot(row, force)
-    except Exception:
-        _release(row, stamp)
-        raise
-    if force:
-        from app.services.sessions import ending
-
-        ending.end_config_sessions(tenant, actor, row, inventory.session_ids)
-    db.session.execute(update(SandboxConfig).where(SandboxConfig.id == row.id)
-                       .values(deleted_at=utcnow(), cordoned_at=None))
-    bundles = _forget_skills(row)
-    personal_env.forget_config(row.id)  # members' values scoped to it go too (decisions 9)
-    audit.record(tenant, actor, "sandbox_config.deleted", "sandbox_config", row.id,
-                 {"name": row.name, "forced": force})
-    db.session.commit()
-    if bundles:
-        from app.services.skills import catalog as skills
-
-        for key in set(bundles):
-            skills.collect(tenant.id, key)
 
 
 def set_scripts_disabled(tenant: Tenant, actor: Actor, disabled: bool) -> bool:
@@ -302,7 +247,8 @@ def _write_uncordoned(row: SandboxConfig, values: dict[str, Any]) -> None:
         raise cordoned()
 
 
-def _cordon(row: SandboxConfig) -> datetime:
+def cordon(row: SandboxConfig) -> datetime:
+    """Hold the config's cordon (a lease) for one identity-changing mutation; 423 if held."""
     now = utcnow()
     result = db.session.execute(
         update(SandboxConfig)
@@ -317,7 +263,8 @@ def _cordon(row: SandboxConfig) -> datetime:
     return now
 
 
-def _release(row: SandboxConfig, stamp: datetime) -> None:
+def release(row: SandboxConfig, stamp: datetime) -> None:
+    """Drop the cordon taken at `stamp` (a failed mutation), with the session rolled back."""
     db.session.rollback()
     db.session.execute(update(SandboxConfig)
                        .where(SandboxConfig.id == row.id, SandboxConfig.cordoned_at == stamp)
@@ -327,7 +274,7 @@ def _release(row: SandboxConfig, stamp: datetime) -> None:
 
 def _change_identity(row: SandboxConfig, stored: dict[str, Any], values: dict[str, Any],
                      force: bool) -> None:
-    stamp = _cordon(row)
+    stamp = cordon(row)
     try:
         inventory = take_inventory(row, stored)
         if inventory.sandbox_count:
@@ -335,7 +282,7 @@ def _change_identity(row: SandboxConfig, stored: dict[str, Any], values: dict[st
         if inventory.unverifiable and not force:
             raise unverifiable()
     except Exception:
-        _release(row, stamp)
+        release(row, stamp)
         raise
     db.session.execute(update(SandboxConfig).where(SandboxConfig.id == row.id)
                        .values(**values, cordoned_at=None))
@@ -351,37 +298,3 @@ def _sweep(row: SandboxConfig, stored: dict[str, Any]) -> None:
             backend.delete(sandbox.id)
     except BackendError as exc:
         log.warning("sweep of sandbox config %s failed: %s", row.id, exc.reason)
-
-
-def _release_snapshot(row: SandboxConfig, force: bool) -> None:
-    """Decisions 9: every snapshot the ledger knows for this config, and the pointer's own
-    (a config from before the ledger), is released; refused (409) if any stays, unless
-    forced."""
-    snapshot_id = (row.config.get("skill_image") or {}).get("snapshot_id")
-    backend = backend_for(row.config)
-    try:
-        failed = skill_image.release_all(row, backend)
-        if snapshot_id and snapshot_id not in failed:
-            try:
-                backend.delete_snapshot(snapshot_id)
-            except BackendError as exc:
-                log.warning("snapshot %s of config %s not released: %s", snapshot_id, row.id,
-                            exc.reason)
-                failed.append(snapshot_id)
-    finally:
-        backend.close()
-    if failed and not force:
-        raise Conflict("The skill snapshots of this config could not be released; retry, or "
-                       "force the delete.", code="skill_snapshot_release_failed",
-                       data={"snapshot_ids": sorted(set(failed))})
-
-
-def _forget_skills(row: SandboxConfig) -> list[str]:
-    """The deleted config's installed skills go with it; their pinned archives are
-    collected by the caller once this is committed."""
-    now = utcnow()
-    skills = list(db.session.scalars(select(InstalledSkill).where(
-        InstalledSkill.sandbox_config_id == row.id, InstalledSkill.deleted_at.is_(None))))
-    for skill in skills:
-        skill.deleted_at, skill.env_values, skill.updated_at = now, None, now
-    return [skill.bundle_ref for skill in skills if skill.bundle_ref]

@@ -30,7 +30,7 @@ from flask import current_app
 from sqlalchemy import or_, select, update
 
 from app.backends.base import Backend, BackendError, TemplateBuild, TemplateInfo
-from app.errors import Conflict, NotFound, Unavailable, ValidationFailed
+from app.errors import AppError, Conflict, NotFound, Unavailable, ValidationFailed
 from app.extensions import db
 from app.models import InstalledSkill, InstallStatus, Job, JobStatus, SandboxConfig, Tenant
 from app.models.sandbox_config import CORDON_LEASE
@@ -38,9 +38,9 @@ from app.models.types import utcnow
 from app.services import jobs
 from app.services.sandboxes import document as sandbox_doc
 from app.services.sandboxes import image as skill_image
-from app.services.sandboxes.check import parts as sandbox_check_parts
+from app.services.sandboxes import incidents
 from app.services.sandboxes.check.job import seal, unseal
-from app.services.sandboxes.configs import backend_for
+from app.services.sandboxes.provider import backend_for
 
 log = logging.getLogger("sandlot.sandbox_templates")
 
@@ -85,7 +85,27 @@ def catalog(backend: Backend, doc: dict[str, Any]) -> list[TemplateInfo]:
     except BackendError as exc:
         # Tenant-safe wording: no address, port or path of a failed connection.
         raise Unavailable("The template catalog could not be read: "
-                          f"{sandbox_check_parts.human(doc, exc)}") from exc
+                          f"{incidents.human(doc, exc)}") from exc
+
+
+def status_at_provider(doc: dict[str, Any], template_id: str, timeout_sec: int
+                       ) -> tuple[TemplateInfo | None, str]:
+    """The template as the provider lists it now, and its status ("missing" if absent,
+    "unknown" if the provider could not say), from one catalog read of at most
+    `timeout_sec` per request. `doc` is the caller's copy: its timeout is lowered."""
+    block = doc[doc["sandbox_type"]]
+    block["http_timeout_sec"] = min(int(block.get("http_timeout_sec") or 30), timeout_sec)
+    found, status, backend = None, "unknown", None
+    try:
+        backend = backend_for(doc)
+        found = find(backend.list_templates(), template_id)
+        status = found.status if found is not None else "missing"
+    except (BackendError, AppError):
+        status = "unknown"
+    finally:
+        if backend is not None:
+            backend.close()
+    return found, status
 
 
 def role_id(doc: dict[str, Any], templates: list[TemplateInfo], role: str) -> str:
@@ -289,7 +309,7 @@ def _provision(backend: Backend, tenant_id: int, doc: dict[str, Any], role: str,
         build = backend.build_template(name, image)
     except BackendError as exc:
         raise BuildFailed(f"The {role} template build was not accepted: "
-                          f"{sandbox_check_parts.human(doc, exc)}") from None
+                          f"{incidents.human(doc, exc)}") from None
     report(span[0] + 2, f"building the {role} template {name} ({build.template_id})")
     build = _wait(backend, doc, build, role, report, span)
     report(span[1], f"{role} template {build.template_id} is ready")
@@ -305,7 +325,7 @@ def _wait(backend: Backend, doc: dict[str, Any], build: TemplateBuild, role: str
             build = backend.build_status(build.template_id, build.build_id)
         except BackendError as exc:
             raise BuildFailed(f"The {role} template build could not be followed: "
-                              f"{sandbox_check_parts.human(doc, exc)}") from None
+                              f"{incidents.human(doc, exc)}") from None
         if build.status == "ready":
             return build
         if build.status == "failed":

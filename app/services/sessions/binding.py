@@ -26,7 +26,7 @@ from app.models import BindingState, SandboxConfig, SandboxSession
 from app.models.types import utcnow
 from app.services.sandboxes import document
 from app.services.sandboxes import image as skill_image
-from app.services.sandboxes.configs import backend_for
+from app.services.sandboxes.provider import backend_for
 
 log = logging.getLogger("sandlot.sessions")
 CLAIM_EXPIRY = timedelta(seconds=180)  # a creator that died frees its claim after this

@@ -18,13 +18,13 @@ from datetime import datetime, timedelta
 from sqlalchemy import select, update
 
 from app.backends.base import BackendError
-from app.errors import NotFound, Unavailable
+from app.errors import Unavailable
 from app.extensions import db
-from app.models import SandboxConfig, SandboxRemoval, SandboxSession, Tenant, User
+from app.models import SandboxConfig, SandboxRemoval, SandboxSession, Tenant
 from app.models.types import utcnow
-from app.services import Actor, audit, job_limits, jobs, paging
-from app.services.sandboxes.check import parts
-from app.services.sandboxes.configs import backend_for, sandbox_filter
+from app.services import Actor, audit, job_limits, jobs
+from app.services.sandboxes import incidents
+from app.services.sandboxes.provider import backend_for, sandbox_filter
 
 log = logging.getLogger("sandlot.session_end")
 JOB_KIND = "remove_sandboxes"
@@ -38,62 +38,6 @@ SWEEP_BATCH = 20
 class Ended:
     session_id: str
     job_id: str | None  # None: the queue was down; the sweeper removes the sandbox
-
-
-@dataclass(frozen=True)
-class SessionRow:
-    """A session as an admin sees it: who owns it, never any of their credentials."""
-
-    session: SandboxSession
-    config_name: str
-    owner_id: int
-    owner_name: str
-
-    @property
-    def status(self) -> str:
-        return status_of(self.session)
-
-
-def status_of(session: SandboxSession) -> str:
-    """`idle` (no sandbox yet), `starting` (one is being created) or `live` (bound)."""
-    return {"none": "idle", "creating": "starting"}.get(session.binding_state.value, "live")
-
-
-# -- reads ------------------------------------------------------------------------------
-
-def _workspace_query(tenant: Tenant, config_id: str | None):
-    query = (select(SandboxSession, SandboxConfig.name, User.id, User.email)
-             .join(SandboxConfig, SandboxConfig.id == SandboxSession.sandbox_config_id)
-             .join(User, User.id == SandboxSession.user_id)
-             .where(SandboxSession.tenant_id == tenant.id))
-    if config_id is not None:
-        query = query.where(SandboxSession.sandbox_config_id == config_id)
-    return query
-
-
-def list_workspace_sessions(tenant: Tenant, config_id: str | None = None) -> list[SessionRow]:
-    """Every member's sessions in `tenant` (newest first), optionally on one config."""
-    query = _workspace_query(tenant, config_id).order_by(SandboxSession.created_at.desc(),
-                                                         SandboxSession.id)
-    return [SessionRow(*row) for row in db.session.execute(query).all()]
-
-
-def workspace_sessions_page(tenant: Tenant, config_id: str | None,
-                            window: paging.Window) -> paging.Slice[SessionRow]:
-    """One page of every member's sessions, newest first."""
-    page = paging.keyset(_workspace_query(tenant, config_id),
-                         (SandboxSession.created_at, SandboxSession.id), window, desc=True,
-                         scalars=False, key_of=lambda row: (row[0].created_at, row[0].id))
-    page.rows = [SessionRow(*row) for row in page.rows]
-    return page
-
-
-def get_workspace_session(tenant: Tenant, session_id: str) -> SandboxSession:
-    """Any session of `tenant` (the admin's view); another workspace's is a 404."""
-    session = db.session.get(SandboxSession, session_id)
-    if session is None or session.tenant_id != tenant.id:
-        raise NotFound("No such session.")
-    return session
 
 
 # -- ending -----------------------------------------------------------------------------
@@ -168,7 +112,7 @@ def remove(removal_id: int) -> str:
         db.session.rollback()
         log.warning("sandbox of ended session %s not removed: %s", removal.session_id,
                     exc.reason)
-        _postpone(removal_id, parts.conceal(None, exc.reason))
+        _postpone(removal_id, incidents.conceal(None, exc.reason))
         return "retry"
     except Exception:  # noqa: BLE001 - e.g. a config that no longer decrypts: keep the row
         db.session.rollback()
@@ -222,7 +166,7 @@ def _delete_at_provider(removal: SandboxRemoval, config: SandboxConfig | None) -
     try:
         # A config's http_timeout_sec may be 600 s per call: the calls together get a
         # budget below the job's limit (job_limits), past which the removal is retried.
-        parts.bounded(calls, job_limits.REMOVAL_BUDGET_SEC)
+        job_limits.bounded(calls, job_limits.REMOVAL_BUDGET_SEC)
     finally:
         backend.close()
 

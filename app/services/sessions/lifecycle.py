@@ -32,7 +32,8 @@ from app.services.personal import capture as exec_capture
 from app.services.personal import resolver
 from app.services.personal.values import Who
 from app.services.sandboxes import incidents
-from app.services.sandboxes.configs import backend_for, cordoned
+from app.services.sandboxes.configs import cordoned
+from app.services.sandboxes.provider import backend_for
 from app.services.sessions import binding as session_binding
 from app.services.sessions.run_output import LiveHooks
 from app.services.skills import runtime as skill_exec

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from typing import IO, Any
 
 from flask import current_app
-from sqlalchemy import or_, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from app.errors import (
@@ -38,10 +38,9 @@ from app.security.safe_http import SafeHTTPClient
 from app.services import Actor, audit
 from app.services.skills import display as skill_display
 from app.services.skills import files as skill_files
-from app.services.skills import sources
+from app.services.skills import sources, store
 from app.services.skills.bundles import Bundle, invalid, max_bundle_mb, normalize, sniff
 from app.services.skills.installs import accept
-from app.services.skills.installs.accept import JOB_KIND  # noqa: F401  (re-exported)
 from app.storage import blobstore
 
 log = logging.getLogger("sandlot.skills")
@@ -54,27 +53,12 @@ def limit_mb() -> int:
     return max_bundle_mb(current_app.config)
 
 
-def store() -> blobstore.BlobStore:
-    """The configured blob store, built once per app and setting."""
-    config = current_app.config
-    wanted = (config["SKILL_BUNDLE_DIR"], config.get("SKILL_BUNDLE_STORE") or "")
-    cached = current_app.extensions.get("sandlot_blobstore")
-    if cached is None or cached[0] != wanted:
-        cached = (wanted, blobstore.from_settings(*wanted))
-        current_app.extensions["sandlot_blobstore"] = cached
-    return cached[1]
-
-
 def source_client() -> SafeHTTPClient:
     config = current_app.config
     return SafeHTTPClient(allow_private=bool(config["SKILL_SOURCES_ALLOW_PRIVATE"]),
                           offline=bool(config.get("SKILL_SOURCES_OFFLINE")),
                           user_agent=config["SKILL_SOURCES_USER_AGENT"],
                           total_timeout=float(config["SKILL_SOURCES_TIMEOUT_SECONDS"]))
-
-
-def namespace(tenant_id: int) -> str:
-    return f"t{tenant_id}"
 
 
 # -- registering ----------------------------------------------------------------------
@@ -111,7 +95,7 @@ def register_source(tenant: Tenant, actor: Actor, source: str,
 def _register(tenant: Tenant, actor: Actor, bundle: Bundle, source: str,
               retried: bool = False) -> SkillCatalogEntry:
     try:
-        blob = store().put(bundle.archive, namespace(tenant.id))
+        blob = store.blobs().put(bundle.archive, store.namespace(tenant.id))
     except blobstore.BlobStoreError as exc:
         raise Unavailable(f"The skill bundle store is not reachable ({exc}).") from None
     bundle.archive.seek(0)
@@ -138,7 +122,7 @@ def _register(tenant: Tenant, actor: Actor, bundle: Bundle, source: str,
             raise Conflict(f"A skill named {meta.name!r} is being registered right now.") from None
         return _register(tenant, actor, bundle, source, retried=True)
     if old_ref and old_ref != blob.key:
-        collect(tenant.id, old_ref)
+        store.collect(tenant.id, old_ref)
     return row
 
 
@@ -146,31 +130,6 @@ def live_entry_named(tenant: Tenant, name: str) -> SkillCatalogEntry | None:
     return db.session.scalar(select(SkillCatalogEntry).where(
         SkillCatalogEntry.tenant_id == tenant.id, SkillCatalogEntry.name == name,
         SkillCatalogEntry.deleted_at.is_(None)))
-
-
-def collect(tenant_id: int, key: str) -> bool:
-    """Delete blob `key` if nothing of the workspace names it any more (best effort)."""
-    if _blob_referenced(tenant_id, key):
-        return False
-    try:
-        store().delete(key)
-    except blobstore.BlobStoreError as exc:
-        log.warning("could not delete skill bundle %s: %s", key, exc)
-        return False
-    return True
-
-
-def _blob_referenced(tenant_id: int, key: str) -> bool:
-    catalog = select(SkillCatalogEntry.id).where(
-        SkillCatalogEntry.tenant_id == tenant_id, SkillCatalogEntry.bundle_ref == key,
-        SkillCatalogEntry.deleted_at.is_(None))
-    if db.session.scalar(catalog.limit(1)) is not None:
-        return True
-    installs = select(InstalledSkill).where(
-        InstalledSkill.tenant_id == tenant_id, InstalledSkill.deleted_at.is_(None),
-        or_(InstalledSkill.bundle_ref == key, InstalledSkill.served.is_not(None)))
-    return any(row.bundle_ref == key or (row.served or {}).get("bundle_ref") == key
-               for row in db.session.scalars(installs))
 
 
 # -- reading --------------------------------------------------------------------------
@@ -194,7 +153,7 @@ def list_catalog(tenant: Tenant) -> list[dict[str, Any]]:
     entries = list(db.session.scalars(select(SkillCatalogEntry).where(
         SkillCatalogEntry.tenant_id == tenant.id, SkillCatalogEntry.deleted_at.is_(None))
         .order_by(SkillCatalogEntry.name)))
-    skill_display.fill_missing(entries, store)  # rows older than display names
+    skill_display.fill_missing(entries, store.blobs)  # rows older than display names
     configs = _live_configs(tenant)
     by_catalog: dict[str, list[InstalledSkill]] = defaultdict(list)
     for row in _installs(tenant, configs):
@@ -292,7 +251,7 @@ def read_file(entry: SkillCatalogEntry, path: str | None) -> dict[str, Any]:
 @contextmanager
 def _bundle(entry: SkillCatalogEntry) -> Iterator[IO[bytes]]:
     try:
-        with store().open(entry.bundle_ref) as archive:
+        with store.blobs().open(entry.bundle_ref) as archive:
             yield archive
     except blobstore.BlobMissing:
         raise NotFound("The skill's files are not available.") from None
@@ -344,7 +303,7 @@ def delete_entry(tenant: Tenant, actor: Actor, entry: SkillCatalogEntry) -> None
     audit.record(tenant, actor, "skill_catalog.deleted", "skill_catalog", entry.id,
                  {"name": entry.name})
     db.session.commit()
-    collect(tenant.id, entry.bundle_ref)
+    store.collect(tenant.id, entry.bundle_ref)
 
 
 # -- install fan-out (reference 6.6, 7.1) ---------------------------------------------

@@ -19,16 +19,16 @@ from app.models.types import utcnow
 from app.security.config_secrets import is_lost
 from app.security.redaction import MASK
 from app.services import Actor, audit, job_limits, jobs, paging
-from app.services.skills import catalog
+from app.services.skills import catalog, store
 from app.services.skills import files as skill_files
-from app.services.skills.installs import control
+from app.services.skills.installs import accept, control
 from app.services.skills.installs.events import EventLog
 from app.storage import blobstore
 
 ENV_VALUE_MAX = 8 * 1024
 NOTES_MAX = 10_000
 RUN_TIMEOUT = job_limits.LIMITS["install_skill"]  # = the uninstall's
-INSTALL_JOB, UNINSTALL_JOB = catalog.JOB_KIND, "uninstall_skill"  # app/jobs/skills.py
+INSTALL_JOB, UNINSTALL_JOB = accept.JOB_KIND, "uninstall_skill"  # app/jobs/skills.py
 
 
 # -- reading --------------------------------------------------------------------------
@@ -105,7 +105,7 @@ class _bundle:
 
     def __enter__(self) -> IO[bytes]:
         try:
-            self.inner = catalog.store().open(self.row.bundle_ref)
+            self.inner = store.blobs().open(self.row.bundle_ref)
             return self.inner.__enter__()
         except blobstore.BlobMissing:
             raise NotFound("The skill's files are not available.") from None
@@ -146,7 +146,7 @@ def reinstall(tenant: Tenant, actor: Actor, row: InstalledSkill, notes: str | No
         raise Conflict("This skill is busy; notes cannot be added to a running install.")
     if row.status == InstallStatus.removing:
         raise Conflict("This skill is being removed.")
-    if not row.bundle_ref or not catalog.store().exists(row.bundle_ref):
+    if not row.bundle_ref or not store.blobs().exists(row.bundle_ref):
         raise BadRequest("The skill's stored archive is gone; register the skill again.")
     if row.status == InstallStatus.installing and not control.is_silent(row):
         return row.id  # a fresh run is in flight (reference 7.1 dedupe)

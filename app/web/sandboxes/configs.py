@@ -16,12 +16,11 @@ from urllib.parse import parse_qs, urlsplit
 from flask import current_app, flash, redirect, render_template, request, url_for
 
 from app.auth.guards import guard
-from app.backends.base import BackendError
 from app.errors import AppError, BadRequest, NotFound, ValidationFailed
 from app.extensions import db, htmx
 from app.models import Role, SandboxConfig
 from app.security import config_secrets, cursors
-from app.services import paging
+from app.services import config_removal, paging
 from app.services.sandboxes import configs as service
 from app.services.sandboxes import (
     document as sandbox_doc,
@@ -35,7 +34,6 @@ from app.services.sandboxes import (
 from app.services.sandboxes import (
     templates as sandbox_templates,
 )
-from app.services.sandboxes.check import parts as sandbox_check_parts
 from app.services.sandboxes.configs import Inventory
 from app.tenancy import current_tenant, get_or_404, principal
 from app.web import bp
@@ -396,15 +394,16 @@ def sandbox_form_templates():
         if ed.problems:
             raise ValidationFailed(ed.problems)
         who = principal()
-        templates = sandbox_templates.query(who.tenant_id, who.actor_id, row, doc, {},
-                                            may_reuse=service.may_update(who))[0]["templates"]
+        with incidents.worded(doc):
+            templates = sandbox_templates.query(who.tenant_id, who.actor_id, row, doc, {},
+                                                may_reuse=service.may_update(who))[0]["templates"]
     except ValidationFailed as err:
         error = "Fix the connection settings first: " + " ".join(
             e["message"] for e in err.errors)
+    except incidents.ProviderFailed as err:
+        error = f"The catalog could not be read: {err.sentence}"
     except AppError as err:
         error = err.message
-    except BackendError as err:
-        error = f"The catalog could not be read: {sandbox_check_parts.human(doc, err)}"
     db.session.rollback()
     return render_template("sandboxes/_templates.html", templates=templates, error=error,
                            current=current, kind=kind,
@@ -450,7 +449,7 @@ def delete_sandbox(config_id):
     row = get_or_404(SandboxConfig, str(config_id), "sandbox config")
     name = row.name
     try:
-        service.delete_config(current_tenant(), principal(), row, force=_force())
+        config_removal.delete_config(current_tenant(), principal(), row, force=_force())
     except AppError as err:
         db.session.rollback()
         if err.code == "sandboxes_still_live":

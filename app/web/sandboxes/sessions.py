@@ -10,7 +10,7 @@ from flask import flash, redirect, render_template, url_for
 from app.auth.guards import guard
 from app.extensions import htmx
 from app.models import Role, SandboxConfig, SandboxSession
-from app.services.sessions import ending
+from app.services.sessions import ending, workspace
 from app.tenancy import current_tenant, get_or_404, principal
 from app.web import bp
 from app.web._helpers import notice
@@ -19,7 +19,7 @@ from app.web._helpers import notice
 def sessions_context(row: SandboxConfig) -> dict[str, Any]:
     """What the drawer's sessions section shows for `row`."""
     tenant = current_tenant()
-    return {"config_sessions": ending.list_workspace_sessions(tenant, row.id),
+    return {"config_sessions": workspace.list_workspace_sessions(tenant, row.id),
             "pending_removals": len(ending.pending_for(tenant, row.id))}
 
 

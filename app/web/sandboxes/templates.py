@@ -12,7 +12,6 @@ import copy
 from flask import render_template, request
 
 from app.auth.guards import guard
-from app.backends.base import BackendError
 from app.errors import AppError, BadRequest, NotFound, ValidationFailed
 from app.extensions import db
 from app.models import Job, Role, SandboxConfig
@@ -93,19 +92,7 @@ def sandbox_template_status(config_id):
         "desktop_enabled") else "standard") or (doc.get(kind) or {}).get("template_id", "")
     found, status = None, "unknown"
     if job is None and template_id and not config_secrets.lost(doc):
-        block = doc[kind]
-        block["http_timeout_sec"] = min(int(block.get("http_timeout_sec") or 30),
-                                        STATUS_TIMEOUT_SEC)
-        backend = None
-        try:
-            backend = sandbox_configs.backend_for(doc)
-            found = sandbox_templates.find(backend.list_templates(), template_id)
-            status = found.status if found is not None else "missing"
-        except (BackendError, AppError):
-            status = "unknown"
-        finally:
-            if backend is not None:
-                backend.close()
+        found, status = sandbox_templates.status_at_provider(doc, template_id, STATUS_TIMEOUT_SEC)
     db.session.rollback()
     context = {"row": row, "job": job, "status": "building" if job else status,
                "found": found, "template_id": template_id}

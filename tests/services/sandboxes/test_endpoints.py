@@ -12,8 +12,8 @@ from app.backends.base import BackendError
 from app.extensions import db
 from app.models import SandboxConfig
 from app.services.sandboxes import document, endpoints
-from app.services.sandboxes.configs import backend_for
 from app.services.sandboxes.endpoints import EngineSettingError, parse_engines
+from app.services.sandboxes.provider import backend_for
 from tests import factories
 
 ENGINES = {"local": {"url": "unix:///var/run/docker.sock"},

@@ -26,7 +26,7 @@ from app.security.crypto import crypto
 from app.services import job_limits, jobs
 from app.services.sandboxes import document as sandbox_doc
 from app.services.sandboxes.check import probe
-from app.services.sandboxes.check.parts import BUDGET_SEC, Check, Report
+from app.services.sandboxes.check.parts import Check, Report
 from app.services.sandboxes.check.run import Run
 
 JOB_KIND = "sandbox_check"
@@ -117,7 +117,7 @@ def run_job(tenant_id: int, job_id: str, params: dict[str, Any],
 
 def check(doc: dict[str, Any], *, deep: bool, metadata: dict[str, str],
           probe_urls: list[str], report: Report | None = None,
-          budget_sec: float = BUDGET_SEC) -> dict[str, Any]:
+          budget_sec: float = job_limits.CHECK_BUDGET_SEC) -> dict[str, Any]:
     """Run the checks of reference 5.3 on a validated document. A provider failure never
     raises: it becomes a failed row with a human reason."""
     return Run(doc, deep, metadata, probe_urls, report, budget_sec).result()

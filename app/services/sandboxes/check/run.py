@@ -22,13 +22,12 @@ from app.backends.base import (
     SandboxNotFound,
     Unsupported,
 )
+from app.services.job_limits import CHECK_BUDGET_SEC, CHECK_CLEANUP_SEC, OutOfBudget, bounded
 from app.services.sandboxes import document
 from app.services.sandboxes.check import probe
 from app.services.sandboxes.check.parts import (
     API_URL,
-    BUDGET_SEC,
     CANARY,
-    CLEANUP_TIMEOUT_SEC,
     CLIENT_BUILD,
     CREDENTIAL,
     CREDENTIALS_REJECTED,
@@ -49,19 +48,16 @@ from app.services.sandboxes.check.parts import (
     UNREACHABLE,
     Check,
     Creation,
-    OutOfBudget,
     Report,
-    bounded,
     client_problem,
     delete_quietly,
     epoch,
-    human,
     secret_values,
     template_problem,
-    where,
     without_template,
 )
-from app.services.sandboxes.configs import backend_for
+from app.services.sandboxes.incidents import human, where
+from app.services.sandboxes.provider import backend_for
 
 log = logging.getLogger("sandlot.sandbox_check")
 
@@ -70,7 +66,7 @@ class Run:
     """One check: the rows so far, the budget, and the steps in reference order."""
 
     def __init__(self, doc: dict[str, Any], deep: bool, metadata: dict[str, str],
-                 urls: list[str], report: Report | None, budget_sec: float = BUDGET_SEC):
+                 urls: list[str], report: Report | None, budget_sec: float = CHECK_BUDGET_SEC):
         self.doc, self.deep, self.metadata, self.urls = doc, deep, metadata, urls
         self.kind = doc["sandbox_type"]
         self.report = report
@@ -94,7 +90,8 @@ class Run:
 
     def skip(self, reason: str, message: str, *names: str) -> None:
         if reason != NEEDS_DEEP and time.monotonic() >= self.deadline:
-            reason, message = OUT_OF_BUDGET, f"Not run: the check's {BUDGET_SEC} s budget ran out."
+            reason = OUT_OF_BUDGET
+            message = f"Not run: the check's {CHECK_BUDGET_SEC} s budget ran out."
         for name in names:
             if name != CANARY or self.canary:
                 self.add(Check(name, None, message, reason))
@@ -139,7 +136,7 @@ class Run:
             error: BaseException | None = None
         except BackendTimeout as exc:
             spent = time.monotonic() >= self.deadline
-            error = BackendTimeout(f"{exc.reason}: the check's {BUDGET_SEC} s budget ran out"
+            error = BackendTimeout(f"{exc.reason}: the check's {CHECK_BUDGET_SEC} s budget ran out"
                                    if spent else exc.reason)
             value = None
         except BackendError as exc:
@@ -153,7 +150,7 @@ class Run:
                message: str | None = None) -> Check:
         """The row of a step that raised: out of budget is a skip, anything else a failure."""
         if isinstance(exc, OutOfBudget):
-            return self.add(Check(name, None, f"Not run: the check's {BUDGET_SEC} s budget "
+            return self.add(Check(name, None, f"Not run: the check's {CHECK_BUDGET_SEC} s budget "
                                   "ran out.", OUT_OF_BUDGET))
         if isinstance(exc, Unsupported) and message is None:
             return self.add(Check(name, None, human(self.doc, exc), NOT_SUPPORTED, latency))
@@ -325,7 +322,7 @@ class Run:
         scope = {k: self.metadata[k] for k in ("sandlot_tenant_id", "sandlot_sandbox_config_id")}
         found, error, _ = self.attempt(
             lambda: backend.list({**scope, "sandlot_purpose": "check"}), limit=10)
-        cutoff = time.time() - SANDBOX_TTL_SEC - CLEANUP_TIMEOUT_SEC
+        cutoff = time.time() - SANDBOX_TTL_SEC - CHECK_CLEANUP_SEC
         for sandbox in found if error is None else ():
             if time.monotonic() >= self.deadline:
                 return  # the next check sweeps the rest; the job must end within its limit

@@ -30,7 +30,7 @@ from app.models import (
 from app.models.types import utcnow
 from app.services import jobs as job_service
 from app.services.sandboxes import image
-from app.services.sandboxes.configs import backend_for
+from app.services.sandboxes.provider import backend_for
 from app.services.skills.installs import lock
 from app.services.skills.installs.events import EventLog
 

@@ -16,7 +16,7 @@ from app.backends.base import SandboxPathNotFound
 from app.extensions import db
 from app.models import EventKind, InstalledSkill, InstallStatus, SnapshotTrigger
 from app.services.sandboxes import image
-from app.services.skills import catalog
+from app.services.skills import store
 from app.services.skills.installs import plan
 from app.services.skills.installs.run import Run, RunFailed, Stopped
 
@@ -60,7 +60,7 @@ class InstallRun(Run):
 
     def files(self) -> plan.Files:
         try:
-            with catalog.store().open(self.row.bundle_ref) as archive:
+            with store.blobs().open(self.row.bundle_ref) as archive:
                 return plan.Files.from_zip(archive)
         except Exception as exc:  # a missing or unreadable archive is the admin's to fix
             raise RunFailed("The skill's stored archive could not be read; register the "

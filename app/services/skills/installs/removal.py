@@ -27,7 +27,7 @@ from app.models import (
 from app.models.types import utcnow
 from app.services.personal import values as personal_env
 from app.services.sandboxes import document, image
-from app.services.skills import catalog
+from app.services.skills import store
 from app.services.skills.installs import plan
 from app.services.skills.installs.run import Run
 
@@ -89,7 +89,7 @@ class RemovalRun(Run):
             personal_env.forget_skill(self.skill_id)  # members' values go with it (decisions 9)
             db.session.commit()
         if bundle_ref:
-            catalog.collect(self.tenant_id, bundle_ref)
+            store.collect(self.tenant_id, bundle_ref)
 
     def in_image(self) -> bool:
         """Whether an image may hold the skill: it was ready once, or an install run of it

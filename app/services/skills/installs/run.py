@@ -25,8 +25,7 @@ from app.models import InstalledSkill, InstallStatus, SandboxConfig, SkillSnapsh
 from app.models.types import utcnow
 from app.services import job_limits
 from app.services.sandboxes import document, image, incidents
-from app.services.sandboxes.check import parts as sandbox_check_parts
-from app.services.sandboxes.configs import backend_for
+from app.services.sandboxes.provider import backend_for
 from app.services.skills.installs.events import EventLog, cap
 from app.services.skills.installs.lock import ImageLock
 from app.services.skills.installs.watch import Watch
@@ -57,7 +56,7 @@ def provider_message(exc: BackendError) -> str:
         log.warning("skill run provider failure ref=%s: %s", ref, exc.reason)
         return (f"The sandbox provider failed: {what} (reference {ref}: the worker log has "
                 "the detail).")
-    return f"The sandbox provider failed: {sandbox_check_parts.conceal(None, exc.reason)}"
+    return f"The sandbox provider failed: {incidents.conceal(None, exc.reason)}"
 
 
 class RunFailed(Exception):

@@ -18,7 +18,7 @@ from sqlalchemy import select, update
 from app.extensions import db
 from app.models import InstalledSkill
 from app.models.types import utcnow
-from app.services.sandboxes.configs import backend_for
+from app.services.sandboxes.provider import backend_for
 from app.services.skills.installs.lock import RENEW_SEC, ImageLock
 
 log = logging.getLogger("sandlot.skills.install")
