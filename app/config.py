@@ -132,7 +132,7 @@ class BaseConfig:
     INSTANCE_PATH = str(INSTANCE)
     GENERATE_MISSING_KEYS = False
     # Skill bundles (reference 6.3): the effective limit is MAX_SKILL_BUNDLE_SIZE_MB raised to
-    # at least MAX_FILE_SIZE_MB and capped at 512 (services.skill_bundles.max_bundle_mb).
+    # at least MAX_FILE_SIZE_MB and capped at 512 (services/skills/limits.py, max_bundle_mb).
     MAX_FILE_SIZE_MB = _int("MAX_FILE_SIZE_MB", 50)
     MAX_SKILL_BUNDLE_SIZE_MB = _int("MAX_SKILL_BUNDLE_SIZE_MB", 256)
     # Where validated bundles live: a directory (default), or s3://bucket/prefix?endpoint=...

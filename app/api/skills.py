@@ -37,7 +37,7 @@ from app.errors import BadRequest, UnsupportedMediaType, ValidationFailed
 from app.models import Role, SkillCatalogEntry
 from app.services import paging
 from app.services.skills import catalog as service
-from app.services.skills.bundles import BoundedSpool, BundleTooLarge
+from app.services.skills.limits import BoundedSpool, BundleTooLarge
 from app.tenancy import current_tenant, get_or_404, principal
 
 MiB = 1024 * 1024

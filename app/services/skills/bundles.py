@@ -23,14 +23,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO
 
-from app.errors import PayloadTooLarge
-from app.services.skills.manifest import BundleInvalid, SkillMeta, invalid, parse_skill_md
+from app.services.skills.archive_io import (
+    CHUNK,
+    MAX_HEADER_READ,
+    BytesReader,
+    CappedReader,
+    copy_bounded,
+    digest,
+    opened,
+    quote,
+    read_capped,
+    short,
+)
+from app.services.skills.limits import MiB
+from app.services.skills.manifest import SkillMeta, invalid, parse_skill_md
 from app.services.skills.names import confusable_warning, imitates
 
-__all__ = ["BoundedSpool", "Bundle", "BundleInvalid", "BundleTooLarge", "max_bundle_mb",
-           "normalize", "sniff"]
+__all__ = ["Bundle", "normalize", "sniff"]
 
-MiB = 1024 * 1024
 MAX_ENTRIES = 100_000  # entries in the raw archive (a repository zip holds more than the skill)
 MAX_FILES = 20_000  # files kept as the skill itself
 MAX_FILE_BYTES = 32 * MiB
@@ -38,8 +48,6 @@ MAX_TOTAL_BYTES = 512 * MiB
 MAX_RATIO = 200  # declared size / compressed size, judged for entries above RATIO_FLOOR
 RATIO_FLOOR = 1 * MiB
 SKILL_MD_MAX = 1 * MiB
-MAX_HEADER_READ = 16 * MiB  # a tar header (pax) read larger than this is refused
-CHUNK = 256 * 1024
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 FILE_MODE = 0o100644 << 16
 # Deflate level of the stored zip. Fixed, so the bytes (and the SHA) are reproducible; 1 is
@@ -50,54 +58,6 @@ IGNORED_UPLOAD_PREFIXES = ("__MACOSX/",)  # Finder's AppleDouble copies, not ski
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 # Marks that reorder how a name is displayed ("evil\u202eyp.sh" shows as "evilhs.py").
 BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-class BundleTooLarge(PayloadTooLarge):
-    def __init__(self, limit_mb: int):
-        super().__init__(f"skill bundle cannot exceed {limit_mb} MB")
-        self.limit_mb = limit_mb
-
-
-def max_bundle_mb(config) -> int:
-    """MAX_SKILL_BUNDLE_SIZE_MB (default 256), raised to MAX_FILE_SIZE_MB, capped at 512."""
-    wanted = _positive(config.get("MAX_SKILL_BUNDLE_SIZE_MB"), 256)
-    floor = _positive(config.get("MAX_FILE_SIZE_MB"), 50)
-    return min(max(wanted, floor), 512)
-
-
-def _positive(value, default: int) -> int:
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        return default
-    return number if number > 0 else default
-
-
-class BoundedSpool:
-    """A spooled temp file that refuses (BundleTooLarge) to grow past `limit` bytes.
-
-    Uploads stream into it chunk by chunk, so an oversize body is refused after reading at
-    most `limit` bytes of it, and never more than `memory` bytes of it sit in memory.
-    """
-
-    def __init__(self, limit: int, limit_mb: int, memory: int = MiB):
-        self.file = tempfile.SpooledTemporaryFile(max_size=memory)  # noqa: SIM115 (closed by owner)
-        self.limit, self.limit_mb, self.size = limit, limit_mb, 0
-
-    def write(self, data: bytes) -> int:
-        if self.size + len(data) > self.limit:
-            raise BundleTooLarge(self.limit_mb)
-        self.size += len(data)
-        return self.file.write(data)
-
-    def fill(self, stream: IO[bytes], chunk: int = 64 * 1024) -> BoundedSpool:
-        while data := stream.read(chunk):
-            self.write(data)
-        self.file.seek(0)
-        return self
-
-    def __getattr__(self, name: str):  # read, seek, tell, close, ... of the spool
-        return getattr(self.file, name)
 
 
 @dataclass
@@ -148,8 +108,8 @@ def normalize(source: IO[bytes], *, kind: str, subdir: str = "", remote: bool = 
     `subdir`) and carry other files, which are dropped.
     """
     if kind == "markdown":
-        raw = _read_capped(source, SKILL_MD_MAX, "SKILL.md")
-        return _pack({"SKILL.md": (len(raw), lambda: _BytesReader(raw))}, parse_skill_md(raw))
+        raw = read_capped(source, SKILL_MD_MAX, "SKILL.md")
+        return _pack({"SKILL.md": (len(raw), lambda: BytesReader(raw))}, parse_skill_md(raw))
     with tempfile.TemporaryDirectory(prefix="sandlot-bundle-") as scratch:
         if kind == "zip":
             members, archive = _zip_members(source), None
@@ -180,7 +140,7 @@ def _zip_members(source: IO[bytes]) -> list[Member]:
     try:
         archive = zipfile.ZipFile(source)
     except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as exc:
-        raise invalid(f"it is not a readable zip archive ({_short(exc)})") from None
+        raise invalid(f"it is not a readable zip archive ({short(exc)})") from None
     infos = archive.infolist()
     if len(infos) > MAX_ENTRIES:
         raise invalid(f"the archive has more than {MAX_ENTRIES} entries")
@@ -221,32 +181,11 @@ def _declared_zip_entries(source: IO[bytes]) -> int:
 
 # ---------------------------------------------------------------- tar
 
-class _CappedReader:
-    """A seekable file whose single reads may not exceed MAX_HEADER_READ (pax header bombs)."""
-
-    def __init__(self, file: IO[bytes]):
-        self.file = file
-
-    def read(self, size: int = -1) -> bytes:
-        if size is None or size < 0 or size > MAX_HEADER_READ:
-            raise invalid("a tar header is larger than allowed")
-        return self.file.read(size)
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        return self.file.seek(offset, whence)
-
-    def tell(self) -> int:
-        return self.file.tell()
-
-    def close(self) -> None:
-        self.file.close()
-
-
-def _tar_source(source: IO[bytes], kind: str, scratch: str) -> _CappedReader:
+def _tar_source(source: IO[bytes], kind: str, scratch: str) -> CappedReader:
     """A seekable, uncompressed tar: gzip is inflated under the total-size cap first."""
     source.seek(0)
     if kind == "tar":
-        return _CappedReader(source)
+        return CappedReader(source)
     plain = tempfile.TemporaryFile(dir=scratch)  # noqa: SIM115 (closed by the caller)
     cap = MAX_TOTAL_BYTES + 64 * MiB  # headers and padding on top of the content cap
     inflated = 0
@@ -259,15 +198,15 @@ def _tar_source(source: IO[bytes], kind: str, scratch: str) -> _CappedReader:
                 plain.write(chunk)
     except (OSError, EOFError, zlib.error) as exc:
         plain.close()
-        raise invalid(f"it is not a readable gzip stream ({_short(exc)})") from None
+        raise invalid(f"it is not a readable gzip stream ({short(exc)})") from None
     except BaseException:
         plain.close()
         raise
     plain.seek(0)
-    return _CappedReader(plain)
+    return CappedReader(plain)
 
 
-def _tar_members(source: _CappedReader) -> list[Member]:
+def _tar_members(source: CappedReader) -> list[Member]:
     import tarfile
 
     try:
@@ -282,15 +221,15 @@ def _tar_members(source: _CappedReader) -> list[Member]:
             kind = ("file" if info.isreg() else "dir" if info.isdir()
                     else "symlink" if info.issym() or info.islnk() else "other")
             if _stored_name_has_nul(source, info):
-                raise invalid(f"entry {_quote(info.name)}... has a NUL byte in its stored name")
+                raise invalid(f"entry {quote(info.name)}... has a NUL byte in its stored name")
             members.append(Member(_clean(info.name), kind, info.size, None, False,
                                   lambda info=info: archive.extractfile(info)))
     except tarfile.TarError as exc:
-        raise invalid(f"it is not a readable tar archive ({_short(exc)})") from None
+        raise invalid(f"it is not a readable tar archive ({short(exc)})") from None
     return members
 
 
-def _stored_name_has_nul(source: _CappedReader, info) -> bool:
+def _stored_name_has_nul(source: CappedReader, info) -> bool:
     """Whether the member's header stores a name with a NUL inside it: tarfile cuts a name
     at the first NUL, so `a<NUL>b.py` would silently become `a`. A NUL is only padding at
     the end of the name field (and of a GNU long-name block)."""
@@ -319,10 +258,10 @@ def _stored_name_has_nul(source: _CappedReader, info) -> bool:
 def _clean(name: str) -> str:
     """The entry's relative path; traversal and absolute paths are refused for every entry."""
     if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
-        raise invalid(f"entry {_quote(name)} is an absolute path")
+        raise invalid(f"entry {quote(name)} is an absolute path")
     parts = [p for p in name.split("/") if p not in ("", ".")]
     if ".." in parts:
-        raise invalid(f"entry {_quote(name)} escapes the archive root (..)")
+        raise invalid(f"entry {quote(name)} escapes the archive root (..)")
     return "/".join(parts)
 
 
@@ -342,12 +281,12 @@ def _select(members: list[Member], subdir: str, remote: bool) -> dict[str, Membe
         if not member.path.startswith(prefix):
             if remote:
                 continue
-            raise invalid(f"entry {_quote(member.path)} is outside the skill folder "
+            raise invalid(f"entry {quote(member.path)} is outside the skill folder "
                           f"{root!r}; put everything in one folder, or at the root")
         rel = member.path[len(prefix):]
         _check_kept(member, rel)
         if rel in kept:
-            raise invalid(f"entry {_quote(rel)} appears more than once")
+            raise invalid(f"entry {quote(rel)} appears more than once")
         kept[rel] = member
         total += member.size
         if len(kept) > MAX_FILES:
@@ -385,14 +324,14 @@ def _skill_root(paths: list[str], subdir: str, remote: bool) -> str:
         lookalike = next((p for p in sorted(paths)
                           if imitates(p.rsplit("/", 1)[-1], "SKILL.md")), None)
         if lookalike:
-            raise invalid(f"no SKILL.md found ({_quote(lookalike)} only looks like SKILL.md: "
+            raise invalid(f"no SKILL.md found ({quote(lookalike)} only looks like SKILL.md: "
                           "it uses letters from another script)")
         raise invalid("no SKILL.md found")
     return roots.pop()
 
 
 def _check_kept(member: Member, rel: str) -> None:
-    name = _quote(rel)
+    name = quote(rel)
     if member.kind == "symlink":
         raise invalid(f"entry {name} is a symlink; bundles may hold regular files only")
     if member.kind != "file":
@@ -428,88 +367,18 @@ def _pack(files: dict[str, tuple[int, Callable[[], IO[bytes]]]], meta: SkillMeta
                 info.compress_type, info.create_system = zipfile.ZIP_DEFLATED, 3
                 info.external_attr, info.file_size = FILE_MODE, declared
                 info._compresslevel = DEFLATE_LEVEL  # ZipInfo has no public setter (3.11)
-                with _opened(opener, rel) as src, target.open(info, "w") as dst:
-                    listing.append((rel, _copy_bounded(src, dst, min(declared, MAX_FILE_BYTES),
+                with opened(opener, rel) as src, target.open(info, "w") as dst:
+                    listing.append((rel, copy_bounded(src, dst, min(declared, MAX_FILE_BYTES),
                                                        rel)))
-        sha, size = _digest(out)
+        sha, size = digest(out)
     except BaseException:
         out.close()
         raise
     return Bundle(meta, sha, size, listing, out, list(meta.notes))
 
 
-def _opened(opener: Callable[[], IO[bytes]], rel: str):
-    try:
-        handle = opener()
-    except (zipfile.BadZipFile, OSError, NotImplementedError, RuntimeError, EOFError) as exc:
-        raise invalid(f"entry {_quote(rel)} cannot be read ({_short(exc)})") from None
-    if handle is None:
-        raise invalid(f"entry {_quote(rel)} cannot be read")
-    return handle
-
-
-def _copy_bounded(src: IO[bytes], dst: IO[bytes], limit: int, rel: str) -> int:
-    copied = 0
-    try:
-        while chunk := src.read(CHUNK):
-            copied += len(chunk)
-            if copied > limit:
-                raise invalid(f"entry {_quote(rel)} holds more bytes than it declares")
-            dst.write(chunk)
-    except (zipfile.BadZipFile, EOFError, zlib.error, OSError) as exc:
-        raise invalid(f"entry {_quote(rel)} is damaged ({_short(exc)})") from None
-    return copied
-
-
-def _digest(file: IO[bytes]) -> tuple[str, int]:
-    import hashlib
-
-    file.seek(0)
-    digest, size = hashlib.sha256(), 0
-    while chunk := file.read(CHUNK * 4):
-        digest.update(chunk)
-        size += len(chunk)
-    file.seek(0)
-    return digest.hexdigest(), size
-
-
 def _read_member(member: Member, what: str, limit: int) -> bytes:
     if member.size > limit:
         raise invalid(f"{what} is larger than {limit // MiB} MiB")
-    with _opened(member.open, what) as handle:
-        return _read_capped(handle, limit, what)
-
-
-def _read_capped(handle: IO[bytes], limit: int, what: str) -> bytes:
-    try:
-        data = handle.read(limit + 1)
-    except (zipfile.BadZipFile, EOFError, zlib.error, OSError) as exc:
-        raise invalid(f"{what} is damaged ({_short(exc)})") from None
-    if len(data) > limit:
-        raise invalid(f"{what} is larger than {limit // MiB} MiB")
-    return data
-
-
-class _BytesReader:
-    def __init__(self, data: bytes):
-        import io
-
-        self._io = io.BytesIO(data)
-
-    def read(self, size: int = -1) -> bytes:
-        return self._io.read(size)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._io.close()
-
-
-def _quote(name: str) -> str:
-    """A name for a message: control characters shown escaped, at most 120 characters."""
-    return repr(name[:120])
-
-
-def _short(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:120] or type(exc).__name__
+    with opened(member.open, what) as handle:
+        return read_capped(handle, limit, what)

@@ -37,10 +37,11 @@ from app.models.types import utcnow
 from app.security.safe_http import SafeHTTPClient
 from app.services import Actor, audit
 from app.services.skills import display as skill_display
+from app.services.skills import fetching, sources, store
 from app.services.skills import files as skill_files
-from app.services.skills import sources, store
-from app.services.skills.bundles import Bundle, invalid, max_bundle_mb, normalize, sniff
+from app.services.skills.bundles import Bundle, invalid, normalize, sniff
 from app.services.skills.installs import accept
+from app.services.skills.limits import max_bundle_mb
 from app.storage import blobstore
 
 log = logging.getLogger("sandlot.skills")
@@ -81,7 +82,7 @@ def register_source(tenant: Tenant, actor: Actor, source: str,
                     client: SafeHTTPClient | None = None) -> SkillCatalogEntry:
     """Reference 3.3 POST /skills/catalog with {source}: fetch (6.2), validate, upsert."""
     regs = sources.Registries.from_config(current_app.config)
-    fetched = sources.fetch(source, regs, client or source_client(), limit_mb())
+    fetched = fetching.fetch(source, regs, client or source_client(), limit_mb())
     try:
         bundle = normalize(fetched.body, kind=fetched.kind, subdir=fetched.subdir, remote=True)
     finally:

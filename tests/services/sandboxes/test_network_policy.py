@@ -13,12 +13,11 @@ from hypothesis import strategies as st
 from app.services.sandboxes.network_policy import (
     DENY_ALL,
     Problems,
-    TargetError,
     canonical_deny_out,
-    classify,
     denies_by_default,
     validate,
 )
+from app.services.sandboxes.targets import TargetError, classify
 
 LABEL63 = "a" * 63
 LABEL64 = "a" * 64

@@ -11,7 +11,8 @@ import zipfile
 import pytest
 
 from app.services.skills import bundles, manifest
-from app.services.skills.bundles import BoundedSpool, BundleTooLarge, max_bundle_mb, normalize
+from app.services.skills.bundles import normalize
+from app.services.skills.limits import BoundedSpool, BundleTooLarge, max_bundle_mb
 from app.services.skills.manifest import BundleInvalid
 from tests.fakes.skill_archives import (
     make_tar,

@@ -8,8 +8,9 @@ import socket
 import pytest
 
 from app.security.safe_http import SafeHTTPClient
-from app.services.skills import sources as skill_sources
-from app.services.skills.bundles import BundleTooLarge, normalize
+from app.services.skills import fetching
+from app.services.skills.bundles import normalize
+from app.services.skills.limits import BundleTooLarge
 from app.services.skills.sources import MAX_HOPS, Registries, SourceInvalid, parse
 from tests.fakes import skill_registry
 from tests.fakes.skill_archives import make_tar, make_zip, skill_files, skill_md
@@ -107,7 +108,7 @@ def test_bad_sources_are_refused_before_any_fetch(source, match):
 
 def fetch(app, source: str, limit_mb: int = 5):
     regs = Registries.from_config(app.config)
-    fetched = skill_sources.fetch(source, regs, SafeHTTPClient(allow_private=True), limit_mb)
+    fetched = fetching.fetch(source, regs, SafeHTTPClient(allow_private=True), limit_mb)
     try:
         return normalize(fetched.body, kind=fetched.kind, subdir=fetched.subdir, remote=True)
     finally:

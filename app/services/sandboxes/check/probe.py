@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from app.services.sandboxes import network_policy
-from app.services.sandboxes.network_policy import Target, TargetError
+from app.services.sandboxes import network_policy, targets
+from app.services.sandboxes.targets import Target, TargetError
 
 TIMEOUT_SEC = 8  # per target, as the reference's `curl -m 8`
 NO_TOOL = "SANDLOT_NO_PROBE_TOOL"
@@ -189,7 +189,7 @@ def _targets(entries: Any, wildcard_ok: bool) -> list[Target]:
     found = []
     for entry in entries or []:
         try:
-            found.append(network_policy.classify(str(entry), wildcard_ok=wildcard_ok))
+            found.append(targets.classify(str(entry), wildcard_ok=wildcard_ok))
         except TargetError:
             continue
     return found
