@@ -17,7 +17,7 @@ from app.services.sandboxes.check import job as sandbox_check
 from app.tenancy import get_or_404, principal
 from app.web import bp
 from app.web.jobs import STOP_POLLING
-from app.web.sandboxes.configs import _editing
+from app.web.sandboxes.editor import editing
 from app.web.sandboxes.form import Editor
 
 LABELS = {
@@ -49,7 +49,7 @@ REASONS = {
 @guard(Role.admin)
 def start_sandbox_check():
     """Check the editor's current values; answers the polling result fragment."""
-    row = _editing()
+    row = editing()
     deep = request.form.get("deep") == "1"
     ed = Editor.parse(request.form)
     doc = ed.document()

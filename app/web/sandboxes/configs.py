@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from flask import current_app, flash, redirect, render_template, request, url_for
 
 from app.auth.guards import guard
-from app.errors import AppError, BadRequest, NotFound, ValidationFailed
+from app.errors import AppError, BadRequest
 from app.extensions import db, htmx
 from app.models import Role, SandboxConfig
 from app.security import config_secrets, cursors
@@ -27,12 +26,8 @@ from app.services.sandboxes import (
 )
 from app.services.sandboxes import (
     endpoints,
-    incidents,
     lists,
     network_policy,
-)
-from app.services.sandboxes import (
-    templates as sandbox_templates,
 )
 from app.services.sandboxes.configs import Inventory
 from app.tenancy import current_tenant, get_or_404, principal
@@ -41,11 +36,7 @@ from app.web._helpers import confirm_page, notice
 from app.web.sandboxes import sessions
 from app.web.sandboxes.form import (
     BACKENDS,
-    BLOCK_FIELDS,
-    SECRET,
-    TEMPLATE_FIELD,
     TTL_FIELD,
-    Editor,
 )
 
 KIND_LABELS = {"docker": "Docker", "e2b": "E2B", "cube": "Cube"}
@@ -179,7 +170,7 @@ def _cursor(scope: str, name: str) -> tuple | None:
         return None
 
 
-def _page(drawer: str, status: int = 200, headers: dict | None = None, **context):
+def list_page(drawer: str, status: int = 200, headers: dict | None = None, **context):
     """A drawer: the fragment for htmx, else the list page with the drawer open."""
     if htmx:
         return render_template(drawer, **context), status, headers or {}
@@ -214,7 +205,7 @@ def _mutated(message: str, fragment: str, **context):
     return redirect(url_for("web.sandboxes"))
 
 
-def _saved(message: str):
+def saved_response(message: str):
     """After a save or delete: the fresh list, the drawer closed, a notice."""
     if not htmx:
         flash(message, "success")
@@ -227,196 +218,17 @@ def _saved(message: str):
         "HX-Replace-Url": url_for("web.sandboxes", backend=context["tab"] or None)}
 
 
-# -- the editor ----------------------------------------------------------------------------
-
-def _masked(row: SandboxConfig | None) -> dict[str, Any] | None:
-    return sandbox_doc.masked(row.config) if row is not None else None
-
-
-def endpoint_choices() -> dict[str, Any]:
-    """What the operator lets a config reach, as the editor offers it (decisions 11)."""
-    return {"engines": [(name, name) for name in sorted(endpoints.engines())],
-            "private": endpoints.private_allowed()}
-
-
-LOST_ALL = ("This config's stored settings can no longer be read (the encryption key "
-            "changed). Enter them again and save to repair it.")
-
-
-def _editor(ed: Editor, row: SandboxConfig | None, status: int = 200, **context):
-    return _page("sandboxes/_editor.html", status, ed=ed, row=row, kinds=KIND_LABELS,
-                 placed=context.pop("placed", {}), endpoint_choices=endpoint_choices(),
-                 **context)
-
-
-def _editing() -> SandboxConfig | None:
-    """The stored config an editor helper request is about (`config_id` in the form)."""
-    raw = request.form.get("config_id", "")
-    if not raw:
-        return None
-    try:
-        config_id = str(uuid.UUID(raw))
-    except ValueError:
-        raise NotFound("No such sandbox config in this workspace.") from None
-    return get_or_404(SandboxConfig, config_id, "sandbox config")
-
-
-def _force() -> bool:
+def force_asked() -> bool:
     return "1" in (request.args.get("force"), request.form.get("force"))
-
-
-@bp.get("/sandboxes/new")
-@guard(Role.admin)
-def new_sandbox():
-    kind = request.args.get("backend", "docker")
-    return _editor(_with_default_image(Editor(sandbox_type=kind if kind in BACKENDS
-                                              else "docker")), None)
-
-
-def _with_default_image(ed: Editor) -> Editor:
-    """A Docker form without an image starts with the deployment's default image, as a
-    value rather than a placeholder that only looks like one."""
-    if ed.sandbox_type == "docker" and not ed.values.get("docker.image", "").strip():
-        ed.values["docker.image"] = current_app.config["SANDBOX_DEFAULT_IMAGE"]
-    return ed
-
-
-@bp.get("/sandboxes/<uuid:config_id>/edit")
-@guard(Role.admin)
-def edit_sandbox(config_id):
-    row = get_or_404(SandboxConfig, str(config_id), "sandbox config")
-    alert = LOST_ALL if config_secrets.lost(row.config) == [config_secrets.WHOLE] else None
-    return _editor(Editor.from_doc(_masked(row), row.name, row.description), row, alert=alert,
-                   failures=incidents.recent_failures(row))
-
-
-@bp.post("/sandboxes")
-@guard(Role.admin)
-def create_sandbox():
-    return _save(None)
-
-
-@bp.post("/sandboxes/<uuid:config_id>/edit")
-@guard(Role.admin)
-def update_sandbox(config_id):
-    return _save(get_or_404(SandboxConfig, str(config_id), "sandbox config"))
-
-
-def _save(row: SandboxConfig | None):
-    ed = Editor.parse(request.form)
-    doc = ed.document()
-    try:
-        if ed.problems:
-            raise ValidationFailed([])
-        if row is None:
-            saved = service.create_config(current_tenant(), principal(), ed.name,
-                                          ed.description, doc)
-        else:
-            saved = service.update_config(current_tenant(), principal(), row, ed.name,
-                                          ed.description, doc, force=_force())
-    except AppError as err:
-        db.session.rollback()
-        return _not_saved(ed, row, err)
-    return _saved(f"Saved “{saved.name}”." if row else f"Added “{saved.name}”.")
-
-
-def _not_saved(ed: Editor, row: SandboxConfig | None, err: AppError):
-    if row is not None and err.code == "sandboxes_still_live":
-        return _inventory(row, Inventory(**err.data), err.message, err.status)
-    placed = ed.place(err.errors) if isinstance(err, ValidationFailed) else {}
-    context = {"placed": placed, "alert": None if isinstance(err, ValidationFailed)
-               else err.message, "offer_force": row is not None and
-               err.code == "sandbox_inventory_unverifiable"}
-    if htmx:
-        # The inputs stay as typed (a typed secret is never sent back): the summary goes
-        # above the form and every error slot is refreshed out of band.
-        body = render_template("sandboxes/_editor_errors.html", ed=ed, row=row,
-                               slots=ed.slots(), **context)
-        return body, err.status, {"HX-Retarget": "#editor-alert", "HX-Reswap": "innerHTML"}
-    return _editor(ed.for_display(_masked(row)), row, err.status, **context)
-
-
-@bp.post("/sandboxes/editor/backend")
-@guard(Role.admin)
-def sandbox_form_backend():
-    """The backend select changed: the sections that depend on it, for the new backend."""
-    row = _editing()
-    ed = Editor.parse(request.form)
-    fields = BLOCK_FIELDS[ed.sandbox_type]
-    carried: list[tuple[str, str]] = []
-    for name in list(request.form):  # same-named settings carry over (e2b <-> cube)
-        kind, _, key = name.partition(".")
-        if kind in BACKENDS and fields.get(key) not in (None, SECRET):
-            ed.values.setdefault(f"{ed.sandbox_type}.{key}", request.form[name])
-        # What was typed for another backend rides along hidden, so switching back finds
-        # it; secrets excepted (they never travel back to the browser).
-        if kind in BACKENDS and kind != ed.sandbox_type and \
-                BLOCK_FIELDS[kind].get(key) not in (None, SECRET):
-            carried.append((name, request.form[name]))
-    return render_template("sandboxes/_editor_backend.html",
-                           ed=_with_default_image(ed.for_display(_masked(row))), row=row,
-                           placed={}, endpoint_choices=endpoint_choices(), carried=carried)
-
-
-@bp.post("/sandboxes/editor/validate")
-@guard(Role.admin)
-def sandbox_form_validate():
-    """Live check of the network policy: the document the form would save, validated as
-    the save validates it (URLs are not resolved), its network errors put in their slots."""
-    row = _editing()
-    ed = Editor.parse(request.form)
-    doc = ed.document()
-    errors: list[dict[str, str]] = []
-    try:
-        if row is not None:
-            doc = sandbox_doc.merge(doc, row.config)
-        sandbox_doc.validate(doc, resolve_urls=False)
-    except ValidationFailed as err:
-        errors = err.errors
-    placed = {slot: messages for slot, messages in ed.place(errors).items()
-              if slot.startswith("network")}
-    slots = [slot for slot in ed.slots() if slot.startswith("network")]
-    return render_template("sandboxes/_live_errors.html", placed=placed, slots=slots)
-
-
-@bp.post("/sandboxes/editor/templates")
-@guard(Role.admin)
-def sandbox_form_templates():
-    """The template catalog (local images for Docker) of the form's unsaved connection."""
-    row = _editing()
-    ed = Editor.parse(request.form)
-    doc = ed.document()
-    kind = ed.sandbox_type
-    current = doc[kind].get(TEMPLATE_FIELD[kind], "")
-    doc[kind][TEMPLATE_FIELD[kind]] = current or UNPICKED
-    templates, error = [], None
-    try:
-        if ed.problems:
-            raise ValidationFailed(ed.problems)
-        who = principal()
-        with incidents.worded(doc):
-            templates = sandbox_templates.query(who.tenant_id, who.actor_id, row, doc, {},
-                                                may_reuse=service.may_update(who))[0]["templates"]
-    except ValidationFailed as err:
-        error = "Fix the connection settings first: " + " ".join(
-            e["message"] for e in err.errors)
-    except incidents.ProviderFailed as err:
-        error = f"The catalog could not be read: {err.sentence}"
-    except AppError as err:
-        error = err.message
-    db.session.rollback()
-    return render_template("sandboxes/_templates.html", templates=templates, error=error,
-                           current=current, kind=kind,
-                           field=f"{kind}.{TEMPLATE_FIELD[kind]}")
 
 
 # -- inventory and delete --------------------------------------------------------------------
 
-def _inventory(row: SandboxConfig, inventory: Inventory, message: str | None = None,
+def inventory_drawer(row: SandboxConfig, inventory: Inventory, message: str | None = None,
                status: int = 200):
     """The inventory drawer; after a refused save or delete it replaces what was open."""
     headers = {"HX-Retarget": "#drawer-slot", "HX-Reswap": "innerHTML"} if status >= 400 else {}
-    return _page("sandboxes/_inventory.html", status, headers, row=row, inventory=inventory,
+    return list_page("sandboxes/_inventory.html", status, headers, row=row, inventory=inventory,
                  message=message, kind_labels=KIND_LABELS,
                  **sessions.sessions_context(row))
 
@@ -425,7 +237,7 @@ def _inventory(row: SandboxConfig, inventory: Inventory, message: str | None = N
 @guard(Role.admin)
 def sandbox_inventory(config_id):
     row = get_or_404(SandboxConfig, str(config_id), "sandbox config")
-    return _inventory(row, service.take_inventory(row))
+    return inventory_drawer(row, service.take_inventory(row))
 
 
 @bp.get("/sandboxes/<uuid:config_id>/delete")
@@ -433,8 +245,8 @@ def sandbox_inventory(config_id):
 def confirm_delete_sandbox(config_id):
     """Without JavaScript a Delete (or Force delete) button lands here and asks first."""
     row = get_or_404(SandboxConfig, str(config_id), "sandbox config")
-    action = url_for("web.delete_sandbox", config_id=row.id, force="1" if _force() else None)
-    if _force():
+    action = url_for("web.delete_sandbox", config_id=row.id, force="1" if force_asked() else None)
+    if force_asked():
         return confirm_page(f"Force delete “{row.name}”?", "Force delete", action,
                             url_for("web.sandbox_inventory", config_id=row.id),
                             "Every member's session on it ends; their sandboxes are removed "
@@ -449,12 +261,12 @@ def delete_sandbox(config_id):
     row = get_or_404(SandboxConfig, str(config_id), "sandbox config")
     name = row.name
     try:
-        config_removal.delete_config(current_tenant(), principal(), row, force=_force())
+        config_removal.delete_config(current_tenant(), principal(), row, force=force_asked())
     except AppError as err:
         db.session.rollback()
         if err.code == "sandboxes_still_live":
-            return _inventory(row, Inventory(**err.data), err.message, err.status)
+            return inventory_drawer(row, Inventory(**err.data), err.message, err.status)
         if err.code == "sandbox_inventory_unverifiable":
-            return _inventory(row, Inventory(unverifiable=True), err.message, err.status)
+            return inventory_drawer(row, Inventory(unverifiable=True), err.message, err.status)
         raise
-    return _saved(f"Deleted “{name}”.")
+    return saved_response(f"Deleted “{name}”.")

@@ -22,7 +22,7 @@ from app.services.sandboxes import templates as sandbox_templates
 from app.tenancy import get_or_404, principal
 from app.web import bp
 from app.web.jobs import STOP_POLLING
-from app.web.sandboxes.configs import _editing
+from app.web.sandboxes.editor import editing
 from app.web.sandboxes.form import Editor
 
 # The card's status read is a courtesy: never hold the request for a provider's full timeout.
@@ -33,7 +33,7 @@ STATUS_TIMEOUT_SEC = 5
 @guard(Role.admin)
 def build_sandbox_template():
     """Ensure or rebuild the form's standard/desktop template; answers the job fragment."""
-    row = _editing()
+    row = editing()
     role = request.form.get("template_role", "")
     action = request.form.get("template_action", "")
     if role not in sandbox_templates.ROLES or action not in ("ensure", "rebuild"):
