@@ -24,6 +24,7 @@ from pydantic import (
 )
 from pydantic import ValidationError as PydanticError
 
+from app.backends import registry
 from app.backends.base import CubeRule, HostRule, ResolvedNetworkPolicy, SandboxSpec
 from app.config import BaseConfig
 from app.errors import ValidationFailed
@@ -42,7 +43,7 @@ from app.services.sandboxes.secrets import (  # re-exported: callers use sandbox
     upgraded_docker,
 )
 
-BACKENDS = ("docker", "e2b", "cube")
+BACKENDS = registry.SANDBOX_TYPES  # the sandbox types, written once: the registry builds them
 ROLLOUTS = ("", "next_turn", "new_session")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 ENV_VALUE_MAX = 32 * 1024

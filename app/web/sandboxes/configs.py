@@ -30,12 +30,12 @@ from app.services.sandboxes import (
     network_policy,
 )
 from app.services.sandboxes.configs import Inventory
+from app.services.sandboxes.document import BACKENDS
 from app.tenancy import current_tenant, get_or_404, principal
 from app.web import bp
 from app.web._helpers import confirm_page, notice
 from app.web.sandboxes import sessions
 from app.web.sandboxes.form import (
-    BACKENDS,
     TTL_FIELD,
 )
 

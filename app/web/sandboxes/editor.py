@@ -29,6 +29,7 @@ from app.services.sandboxes import (
     templates as sandbox_templates,
 )
 from app.services.sandboxes.configs import Inventory
+from app.services.sandboxes.document import BACKENDS
 from app.tenancy import current_tenant, get_or_404, principal
 from app.web import bp
 from app.web.sandboxes.configs import (
@@ -40,12 +41,11 @@ from app.web.sandboxes.configs import (
     saved_response,
 )
 from app.web.sandboxes.form import (
-    BACKENDS,
     BLOCK_FIELDS,
-    SECRET,
     TEMPLATE_FIELD,
     Editor,
 )
+from app.web.sandboxes.rows import SECRET
 
 
 def _masked(row: SandboxConfig | None) -> dict[str, Any] | None:

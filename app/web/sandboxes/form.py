@@ -23,9 +23,25 @@ from werkzeug.datastructures import MultiDict
 
 from app.security.config_secrets import LostSecret
 from app.security.redaction import MASK
+from app.services.sandboxes.document import BACKENDS
+from app.web.sandboxes.rows import (
+    CHILD,
+    FLOAT,
+    INT,
+    SECRET,
+    TEXT,
+    WORDS,
+    Row,
+    host_row,
+    norm,
+    place,
+    put,
+    rule_doc,
+    rule_row,
+    shown,
+    with_field,
+)
 
-BACKENDS = ("docker", "e2b", "cube")
-TEXT, INT, FLOAT, SECRET, WORDS = "text", "int", "float", "secret", "words"
 TOP_FIELDS = {"default_timeout_sec": INT, "terminal_idle_disconnect_sec": INT,
               "skill_rollout": TEXT}
 CHECKS = ("desktop_enabled", "allow_private_endpoints", "network.deny_egress_by_default")
@@ -43,32 +59,9 @@ BLOCK_FIELDS: dict[str, dict[str, str]] = {
 TEMPLATE_FIELD = {"docker": "image", "e2b": "template_id", "cube": "template_id"}
 TTL_FIELD = {"docker": "idle_ttl_seconds", "e2b": "e2b_sandbox_ttl_seconds",
              "cube": "cube_sandbox_ttl_seconds"}
-RULE_FIELDS = ("name", "host", "sni", "scheme", "methods", "path", "action", "audit")
-INJECT_FIELDS = ("header", "secret", "format")
 ROW = re.compile(r"^(env_vars|network\.allow_out|network\.deny_out|network\.cube_rules|"
                  r"network\.e2b_host_rules)\[(\d{1,5})\](?:\.(\w+))?"
                  r"(?:\[(\d{1,5})\]\.(\w+))?$")
-CHILD = {"network.cube_rules": "inject", "network.e2b_host_rules": "headers"}
-
-
-@dataclass
-class Row:
-    """One list row as the form carries it; `children` are inject or header rows."""
-
-    index: int
-    values: dict[str, str] = field(default_factory=dict)
-    children: list[Row] = field(default_factory=list)
-    stored: bool = False  # its secret has a saved value: blank keeps it
-    typed: bool = False  # a secret was typed but not saved (shown after a failed save)
-    lost: bool = False  # its stored secret no longer decrypts: it needs re-entry
-
-    def get(self, name: str) -> str:
-        return self.values.get(name, "")
-
-    def blank(self) -> bool:
-        """Nothing typed: a select left at its default (`action` allow) does not count."""
-        typed = [v for k, v in self.values.items() if not (k == "action" and v == "allow")]
-        return not any(v.strip() for v in typed) and all(c.blank() for c in self.children)
 
 
 @dataclass
@@ -109,7 +102,7 @@ class Editor:
         for key, value in form.items(multi=False):
             match = ROW.match(key)
             if match:
-                _place(rows, match, value)
+                place(rows, match, value)
         for key, by_index in rows.items():
             ed.lists[key] = [by_index[i] for i in sorted(by_index)]
             for row in ed.lists[key]:
@@ -124,7 +117,7 @@ class Editor:
         kind = masked.get("sandbox_type", "docker")
         ed = cls(name=name, description=description, sandbox_type=kind)
         for key in TOP_FIELDS:
-            ed.values[key] = _shown(masked.get(key))
+            ed.values[key] = shown(masked.get(key))
         block = masked.get(kind) or {}
         for key, kind_of in BLOCK_FIELDS[kind].items():
             value = block.get(key)
@@ -137,7 +130,7 @@ class Editor:
             elif kind_of == WORDS:
                 ed.values[f"{kind}.{key}"] = ", ".join(value or [])
             else:
-                ed.values[f"{kind}.{key}"] = _shown(value)
+                ed.values[f"{kind}.{key}"] = shown(value)
         network = masked.get("network") or {}
         ed.checked = {k for k in ("desktop_enabled", "allow_private_endpoints") if masked.get(k)}
         if network.get("deny_egress_by_default"):
@@ -148,10 +141,10 @@ class Editor:
         for key in ("allow_out", "deny_out"):
             ed.lists[f"network.{key}"] = [Row(i, {"value": str(v)})
                                           for i, v in enumerate(network.get(key) or [])]
-        ed.lists["network.cube_rules"] = [_rule_row(i, r)
+        ed.lists["network.cube_rules"] = [rule_row(i, r)
                                           for i, r in enumerate(network.get("cube_rules") or [])]
         ed.lists["network.e2b_host_rules"] = [
-            _host_row(i, r) for i, r in enumerate(network.get("e2b_host_rules") or [])]
+            host_row(i, r) for i, r in enumerate(network.get("e2b_host_rules") or [])]
         return ed
 
     def for_display(self, masked: dict[str, Any] | None) -> Editor:
@@ -167,19 +160,19 @@ class Editor:
             row.typed, row.stored = bool(row.get("value")), row.get("key") in saved_env
             row.lost = row.get("key") in lost_env
             row.values["value"] = ""
-        saved = {(_norm(r.get("name")), _norm(c.get("header")))
+        saved = {(norm(r.get("name")), norm(c.get("header")))
                  for r in stored.lists["network.cube_rules"] for c in r.children if c.stored}
         for row in self.lists["network.cube_rules"]:
             for child in row.children:
                 child.typed = bool(child.get("secret"))
-                child.stored = (_norm(row.get("name")), _norm(child.get("header"))) in saved
+                child.stored = (norm(row.get("name")), norm(child.get("header"))) in saved
                 child.values["secret"] = ""
-        saved = {(_norm(r.get("host")), _norm(c.get("name")))
+        saved = {(norm(r.get("host")), norm(c.get("name")))
                  for r in stored.lists["network.e2b_host_rules"] for c in r.children if c.stored}
         for row in self.lists["network.e2b_host_rules"]:
             for child in row.children:
                 child.typed = bool(child.get("value"))
-                child.stored = (_norm(row.get("host")), _norm(child.get("name"))) in saved
+                child.stored = (norm(row.get("host")), norm(child.get("name"))) in saved
                 child.values["value"] = ""
         return self
 
@@ -195,12 +188,12 @@ class Editor:
         self.problems = list(self.invalid)
         doc: dict[str, Any] = {"sandbox_type": kind}
         for key, kind_of in TOP_FIELDS.items():
-            _put(doc, key, self.values.get(key, ""), kind_of)
+            put(doc, key, self.values.get(key, ""), kind_of)
         doc["desktop_enabled"] = "desktop_enabled" in self.checked
         doc["allow_private_endpoints"] = "allow_private_endpoints" in self.checked
         block: dict[str, Any] = {}
         for key, kind_of in BLOCK_FIELDS[kind].items():
-            _put(block, key, self.values.get(f"{kind}.{key}", ""), kind_of)
+            put(block, key, self.values.get(f"{kind}.{key}", ""), kind_of)
         doc[kind] = block
         self._kept = {key: [r for r in rows if not r.blank()] for key, rows in self.lists.items()}
         doc["env_vars"] = self._env()
@@ -226,7 +219,7 @@ class Editor:
         }
         rules = kept["network.cube_rules"]
         if rules:
-            network["cube_rules"] = [_rule_doc(r) for r in rules]
+            network["cube_rules"] = [rule_doc(r) for r in rules]
         hosts = kept["network.e2b_host_rules"]
         if hosts:
             network["e2b_host_rules"] = [self._host_doc(r) for r in hosts]
@@ -312,100 +305,10 @@ class Editor:
         for item in errors:
             path = item.get("field", "")
             slot = self.slot_for(path)
-            placed.setdefault(slot or "", []).append(_with_field(path, slot, item["message"]))
+            placed.setdefault(slot or "", []).append(with_field(path, slot, item["message"]))
         return placed
 
 
 def form_to_doc(form: MultiDict) -> dict[str, Any]:
     """The config document a posted editor form describes."""
     return Editor.parse(form).document()
-
-
-# -- helpers -------------------------------------------------------------------------------
-
-def _place(rows: dict[str, dict[int, Row]], match: re.Match, value: str) -> None:
-    key, index, name, child_index, child_name = match.groups()
-    row = rows[key].setdefault(int(index), Row(int(index)))
-    if child_index is None:
-        row.values[name or "value"] = value
-        return
-    if name != CHILD.get(key):
-        return
-    child = next((c for c in row.children if c.index == int(child_index)), None)
-    if child is None:
-        child = Row(int(child_index))
-        row.children.append(child)
-    child.values[child_name] = value
-
-
-def _put(target: dict[str, Any], key: str, raw: str, kind: str) -> None:
-    """A typed value; blank numbers keep the default, and text that is not a number is
-    passed through so the validator names the field."""
-    value = raw.strip()
-    if kind == SECRET:
-        target[key] = raw  # "" keeps the stored secret; a value is taken verbatim
-    elif kind == TEXT:
-        if value:
-            target[key] = value
-    elif kind == WORDS:
-        target[key] = [w for w in re.split(r"[\s,]+", value) if w]
-    elif value:
-        target[key] = _number(value, kind)
-
-
-def _number(value: str, kind: str) -> int | float | str:
-    try:
-        return int(value) if kind == INT else float(value)
-    except ValueError:
-        return value
-
-
-def _shown(value: Any) -> str:
-    """A stored value in its input: zero and unset numbers show the placeholder default."""
-    if value is None or value == 0 or value is False:
-        return ""
-    return str(value)
-
-
-def _norm(value: str) -> str:
-    return value.strip().lower()
-
-
-def _rule_row(index: int, rule: dict[str, Any]) -> Row:
-    values = {k: str(rule.get(k) or "") for k in ("name", "host", "sni", "scheme", "path",
-                                                  "audit")}
-    values["methods"] = ", ".join(rule.get("methods") or [])
-    values["action"] = "deny" if rule.get("deny") else "allow"
-    children = [Row(j, {"header": str(i.get("header") or ""), "secret": "",
-                        "format": str(i.get("format") or "")}, stored=i.get("secret") == MASK,
-                    lost=isinstance(i.get("secret"), LostSecret))
-                for j, i in enumerate(rule.get("inject") or [])]
-    return Row(index, values, children)
-
-
-def _host_row(index: int, rule: dict[str, Any]) -> Row:
-    children = [Row(j, {"name": str(name), "value": ""}, stored=value == MASK,
-                    lost=isinstance(value, LostSecret))
-                for j, (name, value) in enumerate((rule.get("headers") or {}).items())]
-    return Row(index, {"host": str(rule.get("host") or "")}, children)
-
-
-def _rule_doc(row: Row) -> dict[str, Any]:
-    return {
-        "name": row.get("name"), "host": row.get("host"), "sni": row.get("sni"),
-        "scheme": row.get("scheme"), "path": row.get("path"), "audit": row.get("audit"),
-        "methods": [m for m in re.split(r"[\s,]+", row.get("methods").strip()) if m],
-        "deny": row.get("action") == "deny",
-        "inject": [{k: c.get(k) for k in INJECT_FIELDS} for c in row.children if not c.blank()],
-    }
-
-
-def _with_field(path: str, slot: str | None, message: str) -> str:
-    """In a cube rule (or inject) row, name the input an error is about: `host: ...`."""
-    part = re.search(r"\]\.(\w+)(?:\[\d+\])?$", path)
-    if message.startswith("HTTP rule"):  # already labelled by the service
-        return message
-    if slot and "cube_rules" in slot and part and part.group(1) in (*RULE_FIELDS,
-                                                                      *INJECT_FIELDS):
-        return f"{part.group(1)}: {message}"
-    return message
