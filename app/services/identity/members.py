@@ -10,11 +10,12 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import contains_eager
 
-from app.errors import Conflict, Forbidden, NotFound
+from app.errors import Conflict, Forbidden
 from app.extensions import db
 from app.models import Membership, Role, Tenant, User
 from app.services import Actor, audit, paging
 from app.services.identity import member_exit
+from app.tenancy import owned_or_404
 
 
 def pick_membership(user: User, tenant_id: int | None) -> Membership | None:
@@ -109,10 +110,8 @@ def count_members(tenant: Tenant) -> int:
 
 
 def get_member(tenant: Tenant, membership_id: int) -> Membership:
-    membership = db.session.get(Membership, membership_id)
-    if membership is None or membership.tenant_id != tenant.id:
-        raise NotFound("No such member in this workspace.")
-    return membership
+    return owned_or_404(Membership, membership_id, tenant.id, "No such member in this workspace.",
+                        live=False)
 
 
 def change_role(

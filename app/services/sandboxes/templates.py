@@ -30,7 +30,7 @@ from flask import current_app
 from sqlalchemy import or_, select, update
 
 from app.backends.base import Backend, BackendError, TemplateBuild, TemplateInfo
-from app.errors import AppError, Conflict, NotFound, Unavailable, ValidationFailed
+from app.errors import AppError, Conflict, Unavailable, ValidationFailed
 from app.extensions import db
 from app.models import InstalledSkill, InstallStatus, Job, JobStatus, SandboxConfig, Tenant
 from app.models.sandbox_config import CORDON_LEASE
@@ -41,6 +41,7 @@ from app.services.sandboxes import image as skill_image
 from app.services.sandboxes import incidents
 from app.services.sandboxes.check.job import seal, unseal
 from app.services.sandboxes.provider import backend_for
+from app.tenancy import owned_or_404
 
 log = logging.getLogger("sandlot.sandbox_templates")
 
@@ -265,11 +266,8 @@ def run_job(tenant_id: int, params: dict[str, Any], report: Report) -> dict[str,
     """What the `provision_templates` job does: each role's build, in order."""
     stored = None
     if params.get("config_id"):
-        stored = db.session.scalar(select(SandboxConfig).where(
-            SandboxConfig.id == params["config_id"], SandboxConfig.tenant_id == tenant_id,
-            SandboxConfig.deleted_at.is_(None)))
-        if stored is None:
-            raise NotFound("The sandbox config was deleted before the build ran.")
+        stored = owned_or_404(SandboxConfig, params["config_id"], tenant_id,
+                              "The sandbox config was deleted before the build ran.")
     sealed = params.get("sealed_config")
     doc = resolve(stored, unseal(sealed) if sealed else None,
                   bool(params.get("may_reuse", False)))

@@ -26,7 +26,7 @@ from app.models import BindingState, SandboxConfig, SandboxSession
 from app.models.types import utcnow
 from app.services.sandboxes import document
 from app.services.sandboxes import image as skill_image
-from app.services.sandboxes.provider import backend_for
+from app.services.sandboxes.provider import backend_for, labels
 
 log = logging.getLogger("sandlot.sessions")
 CLAIM_EXPIRY = timedelta(seconds=180)  # a creator that died frees its claim after this
@@ -112,11 +112,9 @@ def session_spec(session: SandboxSession, config: SandboxConfig, version: int) -
     """The config's spec, booting from its skill snapshot when it has one built under the
     current identity (reference 9.1 step 5), so installed skills are there."""
     doc = config.config
-    spec = document.spec_for(doc, {
-        "sandlot_tenant_id": str(session.tenant_id), "sandlot_session_id": session.id,
-        "sandlot_binding_version": str(version), "sandlot_provider": doc["sandbox_type"],
-        "sandlot_sandbox_config_id": config.id, "sandlot_purpose": "session",
-    })
+    spec = document.spec_for(doc, labels(
+        session.tenant_id, session_id=session.id, binding_version=version,
+        provider=doc["sandbox_type"], config_id=config.id, purpose="session"))
     return dataclasses.replace(spec, template=skill_image.boot_template(doc))
 
 
@@ -190,8 +188,7 @@ def _discard(session: SandboxSession, backend: Backend) -> None:
 
 
 def session_filter(session: SandboxSession) -> dict[str, str]:
-    return {"sandlot_tenant_id": str(session.tenant_id), "sandlot_session_id": session.id,
-            "sandlot_sandbox_config_id": session.sandbox_config_id}
+    return labels(session.tenant_id, session_id=session.id, config_id=session.sandbox_config_id)
 
 
 def _generation(config: SandboxConfig) -> int:

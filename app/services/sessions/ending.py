@@ -24,7 +24,7 @@ from app.models import SandboxConfig, SandboxRemoval, SandboxSession, Tenant
 from app.models.types import utcnow
 from app.services import Actor, audit, job_limits, jobs
 from app.services.sandboxes import incidents
-from app.services.sandboxes.provider import backend_for, sandbox_filter
+from app.services.sandboxes.provider import backend_for, labels
 
 log = logging.getLogger("sandlot.session_end")
 JOB_KIND = "remove_sandboxes"
@@ -153,8 +153,7 @@ def _delete_at_provider(removal: SandboxRemoval, config: SandboxConfig | None) -
     if config is None:
         return  # the config row is gone, and with it any way to reach its provider
     backend = backend_for(config.config, removal.sandbox_id, removal.traffic_token)
-    filter_ = {**sandbox_filter(removal.tenant_id, config.id),
-               "sandlot_session_id": removal.session_id}
+    filter_ = labels(removal.tenant_id, config_id=config.id, session_id=removal.session_id)
     sandbox_id = removal.sandbox_id
 
     def calls() -> None:

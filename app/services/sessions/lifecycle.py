@@ -37,6 +37,7 @@ from app.services.sandboxes.provider import backend_for
 from app.services.sessions import binding as session_binding
 from app.services.sessions.run_output import LiveHooks
 from app.services.skills import runtime as skill_exec
+from app.tenancy import owned_or_404
 
 log = logging.getLogger("sandlot.sessions")
 OUTPUT_LIMIT = 256 * 1024
@@ -269,10 +270,8 @@ def _backend(session: SandboxSession, doc: dict[str, Any]) -> Backend:
 
 
 def _live_config(tenant_id: int, config_id: str) -> SandboxConfig:
-    config = db.session.get(SandboxConfig, config_id)
-    if config is None or config.tenant_id != tenant_id or config.deleted_at is not None:
-        raise NotFound("No such sandbox config in this workspace.")
-    return config
+    return owned_or_404(SandboxConfig, config_id, tenant_id,
+                        "No such sandbox config in this workspace.")
 
 
 def _check_command(command: str, timeout_sec: int | None) -> None:

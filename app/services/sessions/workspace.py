@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 
-from app.errors import NotFound
 from app.extensions import db
 from app.models import SandboxConfig, SandboxSession, Tenant, User
 from app.services import paging
+from app.tenancy import owned_or_404
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,4 @@ def workspace_sessions_page(tenant: Tenant, config_id: str | None,
 
 def get_workspace_session(tenant: Tenant, session_id: str) -> SandboxSession:
     """Any session of `tenant` (the admin's view); another workspace's is a 404."""
-    session = db.session.get(SandboxSession, session_id)
-    if session is None or session.tenant_id != tenant.id:
-        raise NotFound("No such session.")
-    return session
+    return owned_or_404(SandboxSession, session_id, tenant.id, "No such session.", live=False)

@@ -17,7 +17,6 @@ import time
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import select
 
 from app.errors import NotFound, ValidationFailed
 from app.extensions import db
@@ -25,9 +24,11 @@ from app.models import Job, SandboxConfig
 from app.security.crypto import crypto
 from app.services import job_limits, jobs
 from app.services.sandboxes import document as sandbox_doc
+from app.services.sandboxes import provider
 from app.services.sandboxes.check import probe
 from app.services.sandboxes.check.parts import Check, Report
 from app.services.sandboxes.check.run import Run
+from app.tenancy import owned_or_404
 
 JOB_KIND = "sandbox_check"
 JOB_TIMEOUT_SEC = job_limits.LIMITS[JOB_KIND]  # the 90 s budget, cleanup, a margin
@@ -97,20 +98,15 @@ def run_job(tenant_id: int, job_id: str, params: dict[str, Any],
     creates and deletes its own sandbox)."""
     stored = None
     if params.get("config_id"):
-        stored = db.session.scalar(select(SandboxConfig).where(
-            SandboxConfig.id == params["config_id"], SandboxConfig.tenant_id == tenant_id,
-            SandboxConfig.deleted_at.is_(None)))
-        if stored is None:
-            raise NotFound("The sandbox config was deleted before the check ran.")
+        stored = owned_or_404(SandboxConfig, params["config_id"], tenant_id,
+                              "The sandbox config was deleted before the check ran.")
     sealed = params.get("sealed_config")
     deep = bool(params.get("deep"))
     doc = prepare(stored, unseal(sealed) if sealed else None, deep,
                   bool(params.get("may_reuse", False)))
     db.session.rollback()  # nothing to write; hold no transaction through the check
-    metadata = {"sandlot_tenant_id": str(tenant_id),
-                "sandlot_sandbox_config_id": stored.id if stored is not None else UNSAVED,
-                "sandlot_provider": doc["sandbox_type"], "sandlot_purpose": "check",
-                "sandlot_check_id": job_id}
+    metadata = provider.labels(tenant_id, config_id=stored.id if stored is not None else UNSAVED,
+                               provider=doc["sandbox_type"], purpose="check", check_id=job_id)
     urls = probe.parse_urls(current_app.config.get("SANDBOX_EGRESS_PROBE_URLS") or "")
     return check(doc, deep=deep, metadata=metadata, probe_urls=urls, report=report)
 

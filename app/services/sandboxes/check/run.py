@@ -57,7 +57,7 @@ from app.services.sandboxes.check.parts import (
     without_template,
 )
 from app.services.sandboxes.incidents import human, where
-from app.services.sandboxes.provider import backend_for
+from app.services.sandboxes.provider import backend_for, labels
 
 log = logging.getLogger("sandlot.sandbox_check")
 
@@ -200,8 +200,7 @@ class Run:
     def credentials(self, backend: Backend) -> bool:
         """An authenticated list call (for Docker: the engine's container list)."""
         _, error, latency = self.attempt(lambda: backend.list(
-            {"sandlot_tenant_id": self.metadata["sandlot_tenant_id"],
-             "sandlot_purpose": "check"}))
+            labels(self.metadata["sandlot_tenant_id"], purpose="check")))
         if error is not None:
             self.failed(CREDENTIAL, error, latency)
             auth = isinstance(error, BackendAuthError)
@@ -319,9 +318,9 @@ class Run:
 
     def sweep(self, backend: Backend) -> None:
         """Delete this config's check sandboxes older than their TTL (a crashed check)."""
-        scope = {k: self.metadata[k] for k in ("sandlot_tenant_id", "sandlot_sandbox_config_id")}
-        found, error, _ = self.attempt(
-            lambda: backend.list({**scope, "sandlot_purpose": "check"}), limit=10)
+        scope = labels(self.metadata["sandlot_tenant_id"],
+                       config_id=self.metadata["sandlot_sandbox_config_id"], purpose="check")
+        found, error, _ = self.attempt(lambda: backend.list(scope), limit=10)
         cutoff = time.time() - SANDBOX_TTL_SEC - CHECK_CLEANUP_SEC
         for sandbox in found if error is None else ():
             if time.monotonic() >= self.deadline:

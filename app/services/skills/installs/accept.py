@@ -8,12 +8,13 @@ from datetime import timedelta
 
 from sqlalchemy import select
 
-from app.errors import AppError, Conflict, NotFound
+from app.errors import AppError, Conflict
 from app.extensions import db
 from app.models import InstalledSkill, InstallStatus, SandboxConfig, SkillCatalogEntry, Tenant
 from app.models.types import utcnow
 from app.services import Actor, job_limits, jobs
 from app.services.sandboxes.configs import cordoned
+from app.tenancy import owned_or_404
 
 FRESH_INSTALL = timedelta(minutes=3)  # reference 7.1: a younger in-flight install dedupes
 JOB_KIND = "install_skill"
@@ -22,9 +23,8 @@ INSTALL_JOB_TIMEOUT = job_limits.LIMITS[JOB_KIND]
 
 def accept(tenant: Tenant, entry: SkillCatalogEntry,
             config_id: str) -> tuple[InstalledSkill, bool]:
-    config = db.session.get(SandboxConfig, config_id) if len(config_id) <= 36 else None
-    if config is None or config.tenant_id != tenant.id or config.deleted_at is not None:
-        raise NotFound("No such sandbox config in this workspace.")
+    config = owned_or_404(SandboxConfig, config_id if len(config_id) <= 36 else None, tenant.id,
+                          "No such sandbox config in this workspace.")
     now = utcnow()
     if config.is_cordoned(now):
         raise cordoned()

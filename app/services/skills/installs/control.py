@@ -30,7 +30,7 @@ from app.models import (
 from app.models.types import utcnow
 from app.services import jobs as job_service
 from app.services.sandboxes import image
-from app.services.sandboxes.provider import backend_for
+from app.services.sandboxes.provider import backend_for, labels
 from app.services.skills.installs import lock
 from app.services.skills.installs.events import EventLog
 
@@ -125,9 +125,8 @@ def _delete_maintenance_sandbox(backend, row: InstalledSkill) -> None:
     """The dead run's maintenance sandbox, found by its metadata."""
     if not row.install_message_id:
         return
-    for sandbox in backend.list({"sandlot_tenant_id": str(row.tenant_id),
-                                 "sandlot_session_id": f"run-{row.install_message_id}",
-                                 "sandlot_purpose": "install"}):
+    for sandbox in backend.list(labels(row.tenant_id, session_id=f"run-{row.install_message_id}",
+                                       purpose="install")):
         backend.delete(sandbox.id)
 
 

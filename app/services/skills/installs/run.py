@@ -25,7 +25,7 @@ from app.models import InstalledSkill, InstallStatus, SandboxConfig, SkillSnapsh
 from app.models.types import utcnow
 from app.services import job_limits
 from app.services.sandboxes import document, image, incidents
-from app.services.sandboxes.provider import backend_for
+from app.services.sandboxes.provider import backend_for, labels
 from app.services.skills.installs.events import EventLog, cap
 from app.services.skills.installs.lock import ImageLock
 from app.services.skills.installs.watch import Watch
@@ -192,10 +192,9 @@ class Run:
             image.release_expired(config, self.backend)
         except BackendError as exc:  # housekeeping must not fail the install
             log.warning("releasing expired snapshots of %s failed: %s", config.id, exc.reason)
-        spec = document.spec_for(doc, {
-            "sandlot_tenant_id": str(self.tenant_id), "sandlot_session_id": f"run-{self.run_id}",
-            "sandlot_binding_version": "0", "sandlot_provider": doc["sandbox_type"],
-            "sandlot_sandbox_config_id": config.id, "sandlot_purpose": "install"})
+        spec = document.spec_for(doc, labels(
+            self.tenant_id, session_id=f"run-{self.run_id}", binding_version=0,
+            provider=doc["sandbox_type"], config_id=config.id, purpose="install"))
         # The config's env reaches every command, but per exec: baked into the sandbox it
         # would be committed into the snapshot and outlive a later change of the secret.
         self.exec_env = dict(spec.env)
