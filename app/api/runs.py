@@ -13,7 +13,7 @@ from pydantic import Field
 
 from app.api import bp
 from app.api._core import Out, doc, ok, parse_query, project
-from app.api.install_streams import _slot
+from app.api.install_streams import stream_slot
 from app.api.paging import PageQuery, ok_page, window
 from app.auth.guards import guard
 from app.models import ExecRun, Role, SandboxSession
@@ -93,7 +93,7 @@ def cancel_run(session_id, run_id):
      "exit_code, duration_ms, truncated, error}", errors=(404, 503), stream=True)
 def run_events(session_id, run_id):
     _, run = _run(session_id, run_id)
-    slot = _slot()
+    slot = stream_slot()
     subscription = wakeups.subscription(runs.channel(run.id))
     waiter = subscription.__enter__()
     run_id_text = run.id

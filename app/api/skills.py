@@ -194,7 +194,7 @@ def register_skill():
         request.max_content_length = JSON_LIMIT
         row = service.register_source(tenant, who, parse_body(SourceIn).source)
     elif request.mimetype == "multipart/form-data" or request.mimetype in ZIP_TYPES:
-        with _upload() as spool:
+        with upload_spool() as spool:
             row = service.register_upload(tenant, who, spool)
     else:
         raise UnsupportedMediaType("Send JSON {\"source\": ...}, a multipart form with the zip "
@@ -203,7 +203,7 @@ def register_skill():
 
 
 @contextmanager
-def _upload() -> Iterator[BoundedSpool]:
+def upload_spool() -> Iterator[BoundedSpool]:
     """The uploaded zip in a spool that refused to grow past the bundle limit."""
     limit_mb = service.limit_mb()
     request.max_content_length = limit_mb * MiB + MULTIPART_SLACK
