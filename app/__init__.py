@@ -99,7 +99,7 @@ def _register_errors(app: Flask) -> None:
     @app.errorhandler(RateLimitExceeded)
     def on_rate_limited(err: RateLimitExceeded):
         if request.endpoint == "web.login":
-            from app.web.auth import rate_limited_page
+            from app.web.identity.auth import rate_limited_page
 
             return rate_limited_page()
         return render_error(RateLimited())

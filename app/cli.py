@@ -13,8 +13,9 @@ from app.auth.pepper import api_key_pepper
 from app.errors import AppError
 from app.extensions import db
 from app.models import Role
-from app.services import api_keys, audit, member_exit, secrets, users
+from app.services import audit, key_rotation
 from app.services.demo import seed_demo
+from app.services.identity import api_keys, member_exit, users
 
 tenants_cli = AppGroup("tenants", help="Manage workspaces.")
 users_cli = AppGroup("users", help="Manage users.")
@@ -121,7 +122,7 @@ def demo_seed() -> None:
 @secrets_cli.command("rotate")
 def rotate() -> None:
     """Re-encrypt every stored secret under the newest SECRETS_KEYS entry."""
-    report = secrets.rotate_all()
+    report = key_rotation.rotate_all()
     for line in report.lines():
         click.echo(line)
 
@@ -130,7 +131,7 @@ def rotate() -> None:
 def reap_jobs() -> None:
     from app.jobs.queue import reaper_grace
     from app.services import jobs
-    from app.services.installs import control
+    from app.services.skills.installs import control
 
     click.echo(f"reaped {jobs.reap(reaper_grace(current_app))} silent jobs")
     click.echo(f"ended {control.reap()} skill installs whose run died")

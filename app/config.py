@@ -119,7 +119,7 @@ class BaseConfig:
     # Docker sandbox limits (decisions 12): every config inherits the defaults and may
     # lower them, never go above the maximum. Memory and disk in MiB, CPU in cores. The
     # disk limit is a per-sandbox filesystem for /workspace, /tmp and the home directory
-    # (the root filesystem is read-only); see app/backends/docker_disk.py.
+    # (the root filesystem is read-only); see app/backends/docker/disk.py.
     SANDBOX_DEFAULT_PIDS_LIMIT = _int("SANDBOX_DEFAULT_PIDS_LIMIT", 256)
     SANDBOX_MAX_PIDS_LIMIT = _int("SANDBOX_MAX_PIDS_LIMIT", 4096)
     SANDBOX_DEFAULT_MEMORY_MB = _int("SANDBOX_DEFAULT_MEMORY_MB", 1024)
@@ -132,7 +132,7 @@ class BaseConfig:
     INSTANCE_PATH = str(INSTANCE)
     GENERATE_MISSING_KEYS = False
     # Skill bundles (reference 6.3): the effective limit is MAX_SKILL_BUNDLE_SIZE_MB raised to
-    # at least MAX_FILE_SIZE_MB and capped at 512 (services.skill_bundles.max_bundle_mb).
+    # at least MAX_FILE_SIZE_MB and capped at 512 (services/skills/limits.py, max_bundle_mb).
     MAX_FILE_SIZE_MB = _int("MAX_FILE_SIZE_MB", 50)
     MAX_SKILL_BUNDLE_SIZE_MB = _int("MAX_SKILL_BUNDLE_SIZE_MB", 256)
     # Where validated bundles live: a directory (default), or s3://bucket/prefix?endpoint=...
@@ -158,7 +158,7 @@ class BaseConfig:
     @classmethod
     def validate(cls, cfg: dict) -> None:
         """Refuse a configuration that cannot run safely."""
-        from app.services.endpoints import EngineSettingError, parse_engines
+        from app.services.sandboxes.endpoints import EngineSettingError, parse_engines
 
         try:
             parse_engines(cfg.get("SANDBOX_DOCKER_ENGINES") or "")

@@ -36,10 +36,19 @@ MAX_INT_ID = 2**31 - 1
 
 
 def get_or_404(model: type[M], object_id, what: str | None = None) -> M:
+    return owned_or_404(model, object_id, g.principal.tenant_id,
+                        f"No such {what or model.__name__.lower()} in this workspace.")
+
+
+def owned_or_404(model: type[M], object_id, tenant_id: int, message: str, *,
+                 live: bool = True) -> M:
+    """The services' way into a tenant-owned row (they get the tenant as data, never from
+    the request): `model` `object_id` of `tenant_id`, and not soft-deleted unless
+    `live=False`; anything else is NotFound(message), so a foreign id is a 404."""
     out_of_range = isinstance(object_id, int) and not 0 <= object_id <= MAX_INT_ID
-    row = None if out_of_range else db.session.get(model, object_id)
-    if row is None or row.tenant_id != g.principal.tenant_id or _deleted(row):
-        raise NotFound(f"No such {what or model.__name__.lower()} in this workspace.")
+    row = None if object_id is None or out_of_range else db.session.get(model, object_id)
+    if row is None or row.tenant_id != tenant_id or (live and _deleted(row)):
+        raise NotFound(message)
     return row
 
 

@@ -88,7 +88,8 @@ def seed(app: Flask) -> Credentials:
     from app.auth.pepper import api_key_pepper
     from app.models import Role
     from app.security import tokens
-    from app.services import api_keys, audit, users
+    from app.services import audit
+    from app.services.identity import api_keys, users
 
     with app.app_context():
         db.create_all()

@@ -82,7 +82,9 @@ def seed(database_url: str) -> str:
     from app.extensions import db
     from app.models import Role
     from app.security import tokens
-    from app.services import audit, sandbox_configs, users
+    from app.services import audit
+    from app.services.identity import users
+    from app.services.sandboxes import configs as sandbox_configs
 
     os.environ["BENCH_DATABASE_URL"] = database_url
     app = served_app()

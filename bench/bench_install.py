@@ -79,7 +79,9 @@ def make_app(database_url: str, bundles: str):
 def seed():
     from app.extensions import db
     from app.models import Role
-    from app.services import audit, sandbox_configs, users
+    from app.services import audit
+    from app.services.identity import users
+    from app.services.sandboxes import configs
 
     db.create_all()
     tenant = users.create_tenant("Bench")
@@ -87,7 +89,7 @@ def seed():
     users.grant(tenant, user, Role.admin)
     db.session.commit()
     actor = audit.SystemActor("bench")
-    config = sandbox_configs.create_config(tenant, actor, "local", "", {
+    config = configs.create_config(tenant, actor, "local", "", {
         "sandbox_type": "docker", "docker": {"image": IMAGE, "network_mode": "none"}})
     return tenant, actor, config
 
@@ -112,7 +114,8 @@ def install_job(tenant, actor, config, first: bool) -> float:
     """Accept an install (or a reinstall) and wait until the row is ready."""
     from app.extensions import db
     from app.models import InstalledSkill
-    from app.services import installed_skills, skills
+    from app.services.skills import catalog as skills
+    from app.services.skills import installed
 
     start = time.perf_counter()
     if first:
@@ -120,7 +123,7 @@ def install_job(tenant, actor, config, first: bool) -> float:
         skill_id = skills.install(tenant, actor, entry, [config.id])[0][config.id]
     else:
         row = db.session.scalar(db.select(InstalledSkill))
-        skill_id = installed_skills.reinstall(tenant, actor, row, None)
+        skill_id = installed.reinstall(tenant, actor, row, None)
     wait_ready(skill_id)
     return time.perf_counter() - start
 

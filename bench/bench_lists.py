@@ -43,7 +43,7 @@ from app import create_app  # noqa: E402
 from app.extensions import db  # noqa: E402
 from app.models import Role, SandboxConfig  # noqa: E402
 from app.security import tokens  # noqa: E402
-from app.services import login_sessions, users  # noqa: E402
+from app.services.identity import login_sessions, users  # noqa: E402
 
 N = int(os.environ.get("BENCH_N", "200"))
 CONFIGS = int(os.environ.get("BENCH_CONFIGS", "1000"))

@@ -34,7 +34,9 @@ from app import create_app  # noqa: E402
 from app.extensions import db  # noqa: E402
 from app.models import InstalledSkill, InstallStatus, PersonalEnvVar, SandboxConfig  # noqa: E402
 from app.security.crypto import crypto  # noqa: E402
-from app.services import env_resolver, personal_env, users  # noqa: E402
+from app.services.identity import users  # noqa: E402
+from app.services.personal import resolver  # noqa: E402
+from app.services.personal import values as personal_env  # noqa: E402
 
 N = int(os.environ.get("BENCH_N", "500"))
 LAYER = 50
@@ -79,9 +81,9 @@ def measure(url: str) -> dict:
             who, config_id, skill_id = seed()
             skill = db.session.get(InstalledSkill, skill_id)
             _ = skill.env_values  # the exec path has the skill row loaded already
-            ops = {"resolve": lambda: env_resolver.resolve(who, config_id, skill),
+            ops = {"resolve": lambda: resolver.resolve(who, config_id, skill),
                    "keyed": lambda: keyed(who, config_id, skill_id)}
-            result = env_resolver.resolve(who, config_id, skill)
+            result = resolver.resolve(who, config_id, skill)
             assert len(result.env) == LAYER and not result.missing
             assert all(v.startswith("mine-") for v in result.env.values())
             counts = {}

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from app.services import skill_bundles  # noqa: E402
+from app.services.skills import bundles as skill_bundles  # noqa: E402
 
 FILES = int(os.environ.get("BENCH_FILES", "140"))
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))

@@ -37,7 +37,7 @@ from flask import Flask  # noqa: E402
 
 from app import create_app  # noqa: E402
 from app.extensions import db  # noqa: E402
-from app.services.installs.events import EventLog  # noqa: E402
+from app.services.skills.installs.events import EventLog  # noqa: E402
 
 EVENTS = int(os.environ.get("BENCH_EVENTS", "100"))
 DOCS = ROOT / "docs" / "benchmarks.md"

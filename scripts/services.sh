@@ -500,7 +500,7 @@ egress_resolver_stop() {
     [ -f "$pidfile" ] || { log "egress resolver not running"; return 0; }
     pid="$(cat "$pidfile" 2>/dev/null)"
     if [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null &&
-        tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'app.backends.egress.dns'; then
+        tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qE 'app[.]backends[.](docker[.])?egress[.]dns'; then
         log "stopping egress resolver (pid $pid)"
         kill -TERM "$pid"
         local i=0

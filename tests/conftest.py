@@ -22,7 +22,9 @@ from app import create_app
 from app.extensions import db
 from app.models import Job, Role, SandboxSession, Tenant, User
 from app.security import tokens
-from app.services import login_sessions, runs, sessions
+from app.services.identity import login_sessions
+from app.services.sessions import lifecycle as sessions
+from app.services.sessions import runs
 from tests import factories
 
 pytest.register_assert_rewrite("tests.snapshot_guard")  # a plugin (below), imported here first

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.backends.docker import DockerBackend
+from app.backends.docker.backend import DockerBackend
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, require_docker
 
 

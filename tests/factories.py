@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 from app.extensions import db
 from app.models import ApiKey, Invitation, Membership, Role, Tenant, User
-from app.services import api_keys, audit, invitations, users
+from app.services import audit
+from app.services.identity import api_keys, invitations, users
 
 PASSWORD = "correct-horse-battery"
 PEPPER = "testing-secret-key-not-for-production"  # TestingConfig.SECRET_KEY

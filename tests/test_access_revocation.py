@@ -7,10 +7,11 @@ import pytest
 from sqlalchemy import select
 
 from app.backends.base import SandboxNotFound
-from app.backends.docker import DockerBackend
+from app.backends.docker.backend import DockerBackend
 from app.extensions import db
 from app.models import ApiKey, AuditEvent, BindingState, Job, SandboxSession
-from app.services import api_keys, sessions
+from app.services.identity import api_keys
+from app.services.sessions import lifecycle as sessions
 from tests import factories
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, require_docker
 from tests.jobs.helpers import wait_for_terminal

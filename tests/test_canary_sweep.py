@@ -22,7 +22,7 @@ from sqlalchemy import select
 from app.extensions import db
 from app.models import ApiKey, Role
 from app.security import tokens
-from app.services import secrets as secret_service
+from app.services import key_rotation as secret_service
 from tests import factories
 from tests.sweeps import forms, routes
 from tests.sweeps import secrets as planted

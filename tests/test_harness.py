@@ -50,7 +50,7 @@ def test_settle_names_an_exec_run_that_outlives_it(app, built_apps):
     """Exec runs go on off the request thread (their own pool): settle waits for them too."""
     from concurrent.futures import Future
 
-    from app.services import runs
+    from app.services.sessions import runs
 
     pool = runs._pool(app)
     assert pool.take(1, 10, 10)

@@ -15,7 +15,7 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 EXPECTED_LAYERS = [
     "app.web | app.api | app.jobs | app.cli",
     "app.services",
-    "app.models | app.backends",
+    "app.models | app.backends | app.storage",
     "app.security",
 ]
 

@@ -246,7 +246,7 @@ def test_a_token_used_meanwhile_by_another_request_is_refused(two_tenants):
     """Single use under a race: the row was read as pending, but another request's
     conditional update won first; this one must not add a second membership."""
     from app.errors import Gone
-    from app.services import invitations
+    from app.services.identity import invitations
     from tests import factories
 
     a, b = two_tenants

@@ -16,8 +16,11 @@ from app.errors import AppError
 from app.extensions import db
 from app.models import InstalledSkill, PersonalEnvVar, SandboxConfig
 from app.models.personal_env import CONFIG_WIDE, PRINCIPAL_USER
-from app.services import audit, env_resolver, personal_env, sandbox_doc
-from app.services import sandbox_configs as service
+from app.services import audit
+from app.services.personal import resolver
+from app.services.personal import values as personal_env
+from app.services.sandboxes import configs as service
+from app.services.sandboxes import document as sandbox_doc
 from tests.sweeps import secrets as planted
 from tests.sweeps.routes import make_installed_skill
 
@@ -199,7 +202,7 @@ def test_skill_env_values_that_no_longer_decrypt_count_as_unset_and_are_flagged(
     assert "skill-admin-value" not in listed.get_data(as_text=True)
 
     skill = db.session.get(InstalledSkill, skill_id)
-    resolution = env_resolver.resolve(personal_env.Who.user(a.tenant, a.admin), docker_id,
+    resolution = resolver.resolve(personal_env.Who.user(a.tenant, a.admin), docker_id,
                                       skill)
     assert "SWEEP_ENV" not in resolution.env and "SWEEP_ENV" in resolution.capturable
 
@@ -221,7 +224,7 @@ def test_personal_values_that_no_longer_decrypt_do_not_500(app, world, login_as,
     page = login_as(a.admin, a.tenant).get("/personal-variables")
     assert page.status_code == 200
     with pytest.raises(AppError) as refused:
-        env_resolver.resolve(personal_env.Who.user(a.tenant, a.admin), docker_id, None)
+        resolver.resolve(personal_env.Who.user(a.tenant, a.admin), docker_id, None)
     assert refused.value.code == "personal_env_needs_reentry"
 
 

@@ -19,7 +19,9 @@ from app.models import (
     SandboxSession,
     User,
 )
-from app.services import api_keys, personal_env, sessions, users
+from app.services.identity import api_keys, users
+from app.services.personal import values as personal_env
+from app.services.sessions import lifecycle as sessions
 from app.web._format import describe_event
 from tests import factories
 from tests.sweeps import world

@@ -16,7 +16,8 @@ import pytest
 
 from app.models import Role
 from app.security import tokens
-from app.services import sandbox_configs, sandbox_doc
+from app.services.sandboxes import configs as sandbox_configs
+from app.services.sandboxes import document
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, RUN_ID, require_docker
 from tests.sweeps import routes
 from tests.sweeps import world as sweep_world
@@ -58,7 +59,7 @@ def public_config(tenant, secret: str = "sweep-secret-value") -> str:
     from app.extensions import db
     from app.models import SandboxConfig
 
-    doc = sandbox_doc.validate({
+    doc = document.validate({
         "sandbox_type": "e2b", "e2b": {"api_key": secret, "template_id": "base",
                                        "api_url": "https://api.sandlot.invalid"},
         "env_vars": {"SWEEP_TOKEN": secret}}, resolve_urls=False)
@@ -159,7 +160,7 @@ def test_a_provider_error_shows_members_a_sentence_and_a_reference(
 def test_an_unreachable_provider_shows_members_a_sentence_and_a_reference(
         app, two_tenants, bearer, login_as, caplog):
     a, _ = two_tenants
-    doc = sandbox_doc.validate({"sandbox_type": "e2b", "allow_private_endpoints": True,
+    doc = document.validate({"sandbox_type": "e2b", "allow_private_endpoints": True,
                                 "e2b": {"api_key": "k", "template_id": "base",
                                         "api_url": "http://127.0.0.1:9"}},
                                resolve_urls=False)

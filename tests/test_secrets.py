@@ -13,7 +13,7 @@ from app.extensions import db
 from app.security import redaction
 from app.security.config_secrets import LostMapping, LostSecret
 from app.security.crypto import Crypto, SecretsUnavailable
-from app.services import secrets as secret_service
+from app.services import key_rotation as secret_service
 from tests import factories
 from tests.sweeps import secrets as planted
 

@@ -12,7 +12,7 @@ from app.api.paging import PageQuery, ok_page, window
 from app.auth.guards import guard
 from app.auth.pepper import api_key_pepper
 from app.models import ApiKey, Role
-from app.services import api_keys
+from app.services.identity import api_keys
 from app.tenancy import current_tenant, get_or_404, principal
 
 

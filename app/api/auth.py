@@ -14,7 +14,7 @@ from app.auth.guards import ANY_KEY, guard, public
 from app.auth.ratelimit import login_limits
 from app.models import Role
 from app.security import tokens
-from app.services import users
+from app.services.identity import users
 from app.tenancy import principal
 
 

@@ -12,11 +12,12 @@ from flask import Response, current_app, stream_with_context
 
 from app.api import bp
 from app.api._core import doc
-from app.api.installed_skills import ONE, _skill
+from app.api.installed_skills import ONE, installed_skill
 from app.auth.guards import FULL_ACCESS, guard
 from app.errors import Unavailable
 from app.models import Role
-from app.services.installs import notify, stream
+from app.services import wakeups
+from app.services.skills.installs import stream
 from app.tenancy import current_tenant
 
 
@@ -40,7 +41,7 @@ class StreamSlots:
             self.open -= 1
 
 
-def _slot() -> StreamSlots:
+def stream_slot() -> StreamSlots:
     """A per-process cap on open streams, so streams can never take every server thread."""
     app = current_app._get_current_object()
     slots = app.extensions.setdefault("skill_stream_slots", StreamSlots())
@@ -52,8 +53,8 @@ def _slot() -> StreamSlots:
 
 def _event_stream(skill_id: str, body) -> Response:
     """Wrap a generator built on an already-entered subscription."""
-    slot = _slot()
-    subscription = notify.subscription(skill_id)
+    slot = stream_slot()
+    subscription = wakeups.subscription(skill_id)
     waiter = subscription.__enter__()
     try:
         response = Response(stream_with_context(body(waiter)), mimetype="text/event-stream",
@@ -78,7 +79,7 @@ def _event_stream(skill_id: str, body) -> Response:
      "5 s, ending on a done frame (or `detached` after 60 minutes)",
      errors=(404, 503), stream=True)
 def install_events(config_id, skill_id):
-    row = _skill(config_id, skill_id)
+    row = installed_skill(config_id, skill_id)
     tenant_id = current_tenant().id
     return _event_stream(row.id, lambda waiter: stream.follow_progress(tenant_id, row, waiter))
 
@@ -89,7 +90,7 @@ def install_events(config_id, skill_id):
      "{id, response_type, content, done, session_id, assistant_message_id, data}, ending "
      "with `complete`; 204 before the run's first event", errors=(404, 503), stream=True)
 def install_transcript(config_id, skill_id):
-    row = _skill(config_id, skill_id)
+    row = installed_skill(config_id, skill_id)
     run_id = stream.transcript_run(row)
     if run_id is None:
         return Response(status=204)

@@ -11,13 +11,20 @@ from pydantic import Field
 from app.api import bp
 from app.api._core import Out, Strict, doc, ok, parse_body, parse_query, project
 from app.api.paging import PageQuery, ok_page, window
-from app.api.skills import JSON_LIMIT, ZIP_TYPES, FileContentOut, FileQuery, SkillFileOut, SourceIn
-from app.api.skills import _upload as upload_spool
+from app.api.skills import (
+    JSON_LIMIT,
+    ZIP_TYPES,
+    FileContentOut,
+    FileQuery,
+    SkillFileOut,
+    SourceIn,
+    upload_spool,
+)
 from app.auth.guards import FULL_ACCESS, guard
 from app.errors import UnsupportedMediaType
 from app.models import InstalledSkill, Role, SandboxConfig
-from app.services import installed_skills as service
 from app.services import paging
+from app.services.skills import installed as service
 from app.tenancy import current_tenant, get_or_404, principal
 
 BASE = "/sandbox-configs/<uuid:config_id>/skills"
@@ -91,7 +98,7 @@ def _config(config_id) -> SandboxConfig:
     return get_or_404(SandboxConfig, str(config_id), "sandbox config")
 
 
-def _skill(config_id, skill_id) -> InstalledSkill:
+def installed_skill(config_id, skill_id) -> InstalledSkill:
     return service.get_installed(_config(config_id), str(skill_id))
 
 
@@ -134,7 +141,7 @@ def add_installed_skill(config_id):
 @guard(Role.admin, api_key=FULL_ACCESS)
 @doc("One installed skill", response=InstalledSkillOut, errors=(404,))
 def get_installed_skill(config_id, skill_id):
-    return ok(_out(_skill(config_id, skill_id)))
+    return ok(_out(installed_skill(config_id, skill_id)))
 
 
 @bp.patch(ONE)
@@ -144,7 +151,7 @@ def get_installed_skill(config_id, skill_id):
      errors=(400, 404, 415))
 def update_installed_skill(config_id, skill_id):
     body = parse_body(SkillPatchIn)
-    row = _skill(config_id, skill_id)
+    row = installed_skill(config_id, skill_id)
     return ok(_out(service.update(current_tenant(), principal(), row, body.enabled, body.envs)))
 
 
@@ -153,7 +160,7 @@ def update_installed_skill(config_id, skill_id):
 @doc("Uninstall a skill (a job: the image is rebuilt without it, or cleared after the "
      "last one)", response=SkillIdOut, status=202, errors=(404, 503))
 def uninstall_installed_skill(config_id, skill_id):
-    row = _skill(config_id, skill_id)
+    row = installed_skill(config_id, skill_id)
     return _accepted(service.uninstall(current_tenant(), principal(), row))
 
 
@@ -165,7 +172,7 @@ def reinstall_installed_skill(config_id, skill_id):
     notes = None
     if request.content_length:
         notes = parse_body(ReinstallIn).instructions
-    row = _skill(config_id, skill_id)
+    row = installed_skill(config_id, skill_id)
     return _accepted(service.reinstall(current_tenant(), principal(), row, notes))
 
 
@@ -174,7 +181,7 @@ def reinstall_installed_skill(config_id, skill_id):
 @doc("Stop a running install (the row becomes failed: install stopped)",
      response=InstalledSkillOut, errors=(400, 404))
 def stop_installed_skill(config_id, skill_id):
-    row = _skill(config_id, skill_id)
+    row = installed_skill(config_id, skill_id)
     return ok(_out(service.stop(current_tenant(), principal(), row)))
 
 
@@ -184,7 +191,7 @@ def stop_installed_skill(config_id, skill_id):
      response=SkillFileOut, many=True, errors=(400, 404))
 def list_installed_skill_files(config_id, skill_id):
     query = parse_query(PageQuery)
-    files = service.list_files(_skill(config_id, skill_id))
+    files = service.list_files(installed_skill(config_id, skill_id))
     return ok_page(paging.in_memory(files, _by_path, window(query)),
                    lambda f: project(SkillFileOut, f))
 
@@ -199,7 +206,7 @@ def _by_path(item: dict) -> tuple:
      response=FileContentOut, errors=(400, 404))
 def read_installed_skill_file(config_id, skill_id):
     query = parse_query(FileQuery)
-    row = _skill(config_id, skill_id)
+    row = installed_skill(config_id, skill_id)
     return ok(project(FileContentOut, service.read_file(row, query.path)))
 
 
@@ -208,7 +215,7 @@ def read_installed_skill_file(config_id, skill_id):
 @doc("Guidance for a running install (the deterministic installer accepts none)",
      response=GuidanceOut, errors=(404,))
 def get_installed_skill_guidance(config_id, skill_id):
-    return ok(project(GuidanceOut, service.guidance(_skill(config_id, skill_id))))
+    return ok(project(GuidanceOut, service.guidance(installed_skill(config_id, skill_id))))
 
 
 @bp.post(f"{ONE}/guidance")
@@ -217,5 +224,5 @@ def get_installed_skill_guidance(config_id, skill_id):
      request=GuidanceIn, errors=(400, 404, 409, 415))
 def send_installed_skill_guidance(config_id, skill_id):
     parse_body(GuidanceIn)
-    service.send_guidance(_skill(config_id, skill_id))
+    service.send_guidance(installed_skill(config_id, skill_id))
     return ok(None, 202)

@@ -15,7 +15,7 @@ from app.api.schemas import MembershipRef
 from app.auth.guards import guard
 from app.models import Invitation, InvitationStatus, Role
 from app.models.types import utcnow
-from app.services import invitations
+from app.services.identity import invitations
 from app.tenancy import current_tenant, get_or_404, principal
 
 

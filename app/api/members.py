@@ -12,7 +12,7 @@ from app.api._core import Out, Strict, doc, ok, parse_body, parse_query, project
 from app.api.paging import PageQuery, ok_page, window
 from app.auth.guards import guard
 from app.models import Membership, Role
-from app.services import members
+from app.services.identity import members
 from app.tenancy import current_tenant, get_or_404, principal
 
 

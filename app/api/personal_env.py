@@ -18,7 +18,7 @@ from app.api.paging import PageQuery, ok_page, window
 from app.auth.guards import REFUSED, guard
 from app.errors import BadRequest
 from app.services import paging
-from app.services import personal_env as service
+from app.services.personal import values as service
 from app.tenancy import current_tenant
 
 NAME_FIELD = Field(default=None, max_length=256, description=service.NAME_HINT)

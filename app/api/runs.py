@@ -13,13 +13,14 @@ from pydantic import Field
 
 from app.api import bp
 from app.api._core import Out, doc, ok, parse_query, project
-from app.api.install_streams import _slot
+from app.api.install_streams import stream_slot
 from app.api.paging import PageQuery, ok_page, window
 from app.auth.guards import guard
 from app.models import ExecRun, Role, SandboxSession
-from app.services import run_stream, runs, sessions
-from app.services.installs import notify
-from app.services.installs.stream import HEADERS
+from app.services import wakeups
+from app.services.sessions import lifecycle as sessions
+from app.services.sessions import run_stream, runs
+from app.services.skills.installs.stream import HEADERS
 from app.tenancy import current_tenant
 
 ONE_RUN = "/sessions/<uuid:session_id>/runs/<uuid:run_id>"
@@ -92,8 +93,8 @@ def cancel_run(session_id, run_id):
      "exit_code, duration_ms, truncated, error}", errors=(404, 503), stream=True)
 def run_events(session_id, run_id):
     _, run = _run(session_id, run_id)
-    slot = _slot()
-    subscription = notify.subscription(runs.channel(run.id))
+    slot = stream_slot()
+    subscription = wakeups.subscription(runs.channel(run.id))
     waiter = subscription.__enter__()
     run_id_text = run.id
 

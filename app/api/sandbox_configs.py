@@ -15,8 +15,11 @@ from app.api.schemas import JobOut
 from app.auth.guards import FULL_ACCESS, guard
 from app.models import Role, SandboxConfig
 from app.security import config_secrets
-from app.services import sandbox_configs as service
-from app.services import sandbox_doc, sandbox_lists, sandbox_templates
+from app.services import config_removal
+from app.services.sandboxes import configs as service
+from app.services.sandboxes import document as sandbox_doc
+from app.services.sandboxes import lists
+from app.services.sandboxes import templates as sandbox_templates
 from app.tenancy import current_tenant, get_or_404, principal
 
 
@@ -107,7 +110,7 @@ def _force() -> bool:
      "switch", query=PageQuery, response=SandboxConfigOut, many=True, errors=(400,))
 def list_sandbox_configs():
     tenant = current_tenant()
-    page = sandbox_lists.configs_page(tenant, window(parse_query(PageQuery)))
+    page = lists.configs_page(tenant, window(parse_query(PageQuery)))
     return ok_page(page, config_out, workspace_scripts_disabled=tenant.scripts_disabled)
 
 
@@ -176,7 +179,7 @@ def update_sandbox_config(config_id):
      "sandboxes", errors=(404, 409, 423))
 def delete_sandbox_config(config_id):
     row = get_or_404(SandboxConfig, str(config_id), "sandbox config")
-    service.delete_config(current_tenant(), principal(), row, force=_force())
+    config_removal.delete_config(current_tenant(), principal(), row, force=_force())
     return ok(None)
 
 

@@ -17,7 +17,8 @@ from app.api.runs import run_out
 from app.api.workspace_sessions import EndedOut, ended_out
 from app.auth.guards import guard
 from app.models import Role, SandboxSession
-from app.services import runs, session_end, sessions
+from app.services.sessions import ending, runs
+from app.services.sessions import lifecycle as sessions
 from app.tenancy import current_tenant, get_or_404
 
 
@@ -105,7 +106,7 @@ def delete_session(session_id):
         session = get_or_404(SandboxSession, str(session_id), "session")
     else:
         session = _own(str(session_id))
-    ended = session_end.end_session(current_tenant(), g.principal, session)
+    ended = ending.end_session(current_tenant(), g.principal, session)
     return ok(ended_out(ended))
 
 

@@ -36,8 +36,8 @@ from app.auth.guards import FULL_ACCESS, REFUSED, guard
 from app.errors import BadRequest, UnsupportedMediaType, ValidationFailed
 from app.models import Role, SkillCatalogEntry
 from app.services import paging
-from app.services import skills as service
-from app.services.skill_bundles import BoundedSpool, BundleTooLarge
+from app.services.skills import catalog as service
+from app.services.skills.limits import BoundedSpool, BundleTooLarge
 from app.tenancy import current_tenant, get_or_404, principal
 
 MiB = 1024 * 1024
@@ -194,7 +194,7 @@ def register_skill():
         request.max_content_length = JSON_LIMIT
         row = service.register_source(tenant, who, parse_body(SourceIn).source)
     elif request.mimetype == "multipart/form-data" or request.mimetype in ZIP_TYPES:
-        with _upload() as spool:
+        with upload_spool() as spool:
             row = service.register_upload(tenant, who, spool)
     else:
         raise UnsupportedMediaType("Send JSON {\"source\": ...}, a multipart form with the zip "
@@ -203,7 +203,7 @@ def register_skill():
 
 
 @contextmanager
-def _upload() -> Iterator[BoundedSpool]:
+def upload_spool() -> Iterator[BoundedSpool]:
     """The uploaded zip in a spool that refused to grow past the bundle limit."""
     limit_mb = service.limit_mb()
     request.max_content_length = limit_mb * MiB + MULTIPART_SLACK

@@ -12,7 +12,8 @@ from app.api._core import Out, Strict, doc, ok, parse_body, project
 from app.auth.guards import guard
 from app.errors import AppError, BadRequest, Internal
 from app.models import JobStatus, Role, SandboxConfig
-from app.services import sandbox_check, sandbox_configs
+from app.services.sandboxes import configs as sandbox_configs
+from app.services.sandboxes.check import job as sandbox_check
 from app.tenancy import get_or_404, principal
 
 # How long the request waits for the check's job before answering 202 (the client then

@@ -15,7 +15,7 @@ from app.api.paging import PageQuery, ok_page, window
 from app.auth.guards import FULL_ACCESS, guard
 from app.errors import NotFound
 from app.models import Role, SandboxConfig, SandboxSession
-from app.services import session_end
+from app.services.sessions import ending, workspace
 from app.tenancy import current_tenant, get_or_404, principal
 
 
@@ -48,7 +48,7 @@ class EndedOut(Out):
                                "null when the queue was down (the sweeper removes it)")
 
 
-def session_out(row: session_end.SessionRow) -> dict[str, Any]:
+def session_out(row: workspace.SessionRow) -> dict[str, Any]:
     session = row.session
     return project(WorkspaceSessionOut, {
         "id": session.id, "title": session.title, "sandbox_config_id": session.sandbox_config_id,
@@ -58,7 +58,7 @@ def session_out(row: session_end.SessionRow) -> dict[str, Any]:
         "created_at": session.created_at, "last_used_at": session.last_used_at})
 
 
-def ended_out(ended: session_end.Ended) -> dict[str, Any]:
+def ended_out(ended: ending.Ended) -> dict[str, Any]:
     return project(EndedOut, {"session_id": ended.session_id, "job_id": ended.job_id})
 
 
@@ -80,7 +80,7 @@ def _config_filter(raw: str | None) -> str | None:
 def list_workspace_sessions():
     query = parse_query(WorkspaceSessionsQuery)
     config_id = _config_filter(query.sandbox_config_id)
-    page = session_end.workspace_sessions_page(current_tenant(), config_id, window(query))
+    page = workspace.workspace_sessions_page(current_tenant(), config_id, window(query))
     return ok_page(page, session_out)
 
 
@@ -90,5 +90,5 @@ def list_workspace_sessions():
      "a job", response=EndedOut, errors=(404,))
 def end_workspace_session(session_id):
     session = get_or_404(SandboxSession, str(session_id), "session")
-    ended = session_end.end_session(current_tenant(), principal(), session, "ended by admin")
+    ended = ending.end_session(current_tenant(), principal(), session, "ended by admin")
     return ok(ended_out(ended))

@@ -11,9 +11,9 @@ from app.errors import Unauthorized
 from app.extensions import db, login_manager
 from app.models import Membership, Tenant, User
 from app.security import tokens
-from app.services import api_keys as api_key_service
-from app.services import login_sessions
-from app.services import members as member_service
+from app.services.identity import api_keys as api_key_service
+from app.services.identity import login_sessions
+from app.services.identity import members as member_service
 
 TENANT_SESSION_KEY = "tenant_id"
 

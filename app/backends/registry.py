@@ -16,15 +16,15 @@ SANDBOX_TYPES = ("docker", "e2b", "cube")
 
 def _backend_class(sandbox_type: str) -> type:
     if sandbox_type == "docker":
-        from app.backends.docker import DockerBackend  # the docker SDK only when needed
+        from app.backends.docker.backend import DockerBackend  # the docker SDK only when needed
 
         return DockerBackend
     if sandbox_type == "e2b":
-        from app.backends.e2b import E2BBackend  # the e2b SDK only when needed
+        from app.backends.e2b.e2b import E2BBackend  # the e2b SDK only when needed
 
         return E2BBackend
     if sandbox_type == "cube":
-        from app.backends.cube import CubeBackend
+        from app.backends.e2b.cube import CubeBackend
 
         return CubeBackend
     raise Unsupported(f"unknown sandbox type {sandbox_type!r}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.jobs.registry import job_kind
-from app.services import member_exit
+from app.services.identity import member_exit
 
 
 @job_kind(member_exit.JOB_KIND)

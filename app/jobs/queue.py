@@ -12,9 +12,10 @@ from app.extensions import db
 from app.jobs.fair_rq import FairShare
 from app.jobs.pool import FairPool
 from app.models import Job, JobStatus
-from app.services import job_limits, session_binding, session_end
+from app.services import job_limits
 from app.services import jobs as job_service
-from app.services.installs import control as skill_runs
+from app.services.sessions import binding, ending
+from app.services.skills.installs import control as skill_runs
 
 log = logging.getLogger("sandlot.jobs")
 QUEUE_NAME = "sandlot"
@@ -252,8 +253,8 @@ def start_reaper(app: Flask, interval: float = 30.0,
             for name, task in (("job reaper", lambda: job_service.reap(reaper_grace(app))),
                                ("fair share promotion", housekeeping),
                                ("skill run reaper", skill_runs.reap),
-                               ("idle pause", session_binding.pause_idle),
-                               ("sandbox removal sweep", session_end.sweep)):
+                               ("idle pause", binding.pause_idle),
+                               ("sandbox removal sweep", ending.sweep)):
                 with app.app_context():
                     try:
                         task()

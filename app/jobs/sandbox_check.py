@@ -6,7 +6,7 @@ from typing import Any
 
 from app.errors import AppError, ValidationFailed
 from app.jobs.registry import JobFailed, job_kind
-from app.services import sandbox_check
+from app.services.sandboxes.check import job as sandbox_check
 
 
 @job_kind(sandbox_check.JOB_KIND)

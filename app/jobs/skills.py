@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.jobs.registry import JobFailed, job_kind
-from app.services.installs import pipeline, removal
+from app.services.skills.installs import pipeline, removal
 
 INSTALL, UNINSTALL = "install_skill", "uninstall_skill"
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from app.errors import AppError, ValidationFailed
 from app.jobs.registry import JobFailed, job_kind
-from app.services import sandbox_templates
+from app.services.sandboxes import templates as sandbox_templates
 
 
 @job_kind(sandbox_templates.JOB_KIND)

@@ -9,7 +9,7 @@ from rq import Queue, SimpleWorker
 
 from app.extensions import db
 from app.jobs.queue import queue_name, start_reaper
-from app.services.installs import control as skill_runs
+from app.services.skills.installs import control as skill_runs
 
 
 def _reap_skill_runs(app: Flask) -> None:

@@ -44,7 +44,7 @@ class ExecRun(db.Model):
              validate_strings=True), default=RunStatus.running)
     exit_code: Mapped[int | None] = mapped_column()
     duration_ms: Mapped[int | None] = mapped_column()
-    # Head and tail of each stream (see app.services.run_output); *_bytes counts all of it.
+    # Head and tail of each stream (see app.services.sessions.run_output); *_bytes counts all of it.
     stdout: Mapped[str] = mapped_column(Text, default="")
     stderr: Mapped[str] = mapped_column(Text, default="")
     stdout_bytes: Mapped[int] = mapped_column(default=0)

@@ -2,7 +2,7 @@
 
 Ending a session closes its record at once; what the provider still holds is written here
 in the same transaction, so a provider that is down, slow or refusing leaves a row the
-sweeper retries (app.services.session_end.sweep) instead of an orphan nobody knows of.
+sweeper retries (app.services.sessions.ending.sweep) instead of an orphan nobody knows of.
 """
 
 from __future__ import annotations

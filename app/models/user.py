@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Boolean, String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from app.extensions import db
-from app.models.tenant import Membership
 from app.models.types import UTCDateTime, utcnow
+
+if TYPE_CHECKING:  # the tenant module names User the same way: no import cycle
+    from app.models.tenant import Membership
 
 
 class User(db.Model):

@@ -29,8 +29,8 @@ from app.models import (
 )
 from app.models.session import BindingState
 from app.services import audit
-from app.services.sandbox_check import JOB_KIND as CHECK_KIND
-from app.services.sandbox_doc import BACKENDS
+from app.services.sandboxes.check.job import JOB_KIND as CHECK_KIND
+from app.services.sandboxes.document import BACKENDS
 
 LIST_SIZE = 6
 OUTCOMES = ("passed", "problems", "checking", "unfinished", "never")

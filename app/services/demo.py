@@ -9,7 +9,9 @@ from sqlalchemy import select
 
 from app.extensions import db
 from app.models import Role, SandboxConfig
-from app.services import audit, sandbox_configs, users
+from app.services import audit
+from app.services.identity import users
+from app.services.sandboxes import configs
 
 DEMO_TENANT = "Demo"
 DEMO_CONFIG = "Local Docker"
@@ -62,6 +64,6 @@ def _ensure_docker_config(tenant, actor) -> None:
         SandboxConfig.tenant_id == tenant.id, SandboxConfig.name == DEMO_CONFIG,
         SandboxConfig.deleted_at.is_(None)))
     if exists is None:
-        sandbox_configs.create_config(tenant, actor, DEMO_CONFIG,
+        configs.create_config(tenant, actor, DEMO_CONFIG,
                                       "The local Docker engine with the base sandbox image.",
                                       DEMO_DOCKER)

@@ -15,7 +15,15 @@ wait, in order, while other tenants' jobs run.
 
 from __future__ import annotations
 
-from app.services.sandbox_check_parts import BUDGET_SEC, CLEANUP_TIMEOUT_SEC
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from app.backends.base import BackendTimeout
+
+# The sandbox check: its whole budget (reference 5.4), then a deep check's cleanup.
+CHECK_BUDGET_SEC = 90
+CHECK_CLEANUP_SEC = 30
 
 # Session removals: the provider calls of one removal together, run on a helper thread
 # (session_end.REMOVAL_BUDGET_SEC), whatever a config's http_timeout_sec says.
@@ -25,7 +33,7 @@ MEMBER_EXIT_BUDGET_SEC = 120
 
 LIMITS: dict[str, int] = {
     # The check stops at its 90 s budget; a deep check then deletes its sandbox (30 s).
-    "sandbox_check": BUDGET_SEC + CLEANUP_TIMEOUT_SEC + 30,
+    "sandbox_check": CHECK_BUDGET_SEC + CHECK_CLEANUP_SEC + 30,
     # Fetch, build sandbox, install commands of at most 600 s each, commit the image.
     "install_skill": 3600,
     "uninstall_skill": 3600,
@@ -66,3 +74,31 @@ def tenant_share(workers: int, configured: int | None) -> int:
     if configured:
         return max(1, configured)
     return max(1, workers - 1)
+
+
+# -- bounded calls: a blocking step waited for at most its share of a budget ------------
+
+class OutOfBudget(Exception):
+    """The budget was spent before this step could start."""
+
+
+def bounded(fn: Callable[[], Any], seconds: float) -> Any:
+    """`fn()` on a helper thread, waited for at most `seconds` (then BackendTimeout; the
+    thread finishes on its own: see Creation for the one call whose result matters)."""
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=target, name="sandbox-check-step", daemon=True).start()
+    if not done.wait(max(0.0, seconds)):
+        raise BackendTimeout(f"no answer within {seconds:.0f} s")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")

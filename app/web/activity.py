@@ -7,7 +7,8 @@ from flask import render_template, request
 
 from app.auth.guards import guard
 from app.models import Role
-from app.services import audit, members
+from app.services import audit
+from app.services.identity import members
 from app.tenancy import current_tenant
 from app.web import bp
 

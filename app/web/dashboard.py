@@ -7,11 +7,11 @@ from flask import render_template, url_for
 from app.auth.guards import guard
 from app.models import AuditEvent, Role
 from app.models.types import utcnow
-from app.services import api_keys, members
 from app.services import dashboard as summary_service
+from app.services.identity import api_keys, members
 from app.tenancy import current_tenant, principal
 from app.web import bp
-from app.web.sandboxes import KIND_LABELS
+from app.web.sandboxes.configs import KIND_LABELS
 
 OUTCOME_LABELS = {
     "passed": ("Check passed", "badge-ok"),

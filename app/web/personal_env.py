@@ -11,7 +11,7 @@ from flask import g, request, url_for
 from app.auth.guards import guard
 from app.errors import AppError
 from app.extensions import db
-from app.services import personal_env as service
+from app.services.personal import values as service
 from app.tenancy import current_tenant
 from app.web import bp
 from app.web._helpers import done, page_or_fragment

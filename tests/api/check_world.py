@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from app.backends.egress import dns, manager, nft
+from app.backends.docker.egress import dns, manager, nft
 from tests.backends.conftest import in_ci, require_docker
 
 NETNS, VETH_HOST, VETH_NS = "sandlot-check-test", "sltc-host", "sltc-ns"

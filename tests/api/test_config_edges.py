@@ -13,7 +13,7 @@ import pytest
 
 from app.extensions import db
 from app.models import SandboxConfig
-from app.services.endpoints import EngineSettingError, parse_engines
+from app.services.sandboxes.endpoints import EngineSettingError, parse_engines
 
 pytestmark = pytest.mark.usefixtures("private_endpoints")
 BASE = "/api/v1/sandbox-configs"

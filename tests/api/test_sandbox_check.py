@@ -13,10 +13,10 @@ import uuid
 import pytest
 
 from app.backends.base import SandboxState
-from app.backends.docker import DockerBackend
+from app.backends.docker.backend import DockerBackend
 from app.extensions import db
 from app.models import Job, SandboxConfig
-from app.services import sandbox_check
+from app.services.sandboxes.check import job as sandbox_check
 from tests.api import check_world
 from tests.api.check_world import DENIED, DENIED_URL, OPEN, OPEN_URL
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, require_docker
@@ -336,15 +336,15 @@ def test_the_canary_fails_when_a_denied_target_is_reachable(admin_api, probe_wor
     import dataclasses
 
     from app.backends.base import ResolvedNetworkPolicy
-    from app.services import sandbox_doc
+    from app.services.sandboxes import document
 
-    original = sandbox_doc.spec_for
+    original = document.spec_for
 
     def unenforced(doc, metadata, timeout_sec=None):
         spec = original(doc, metadata, timeout_sec)
         return dataclasses.replace(spec, network=ResolvedNetworkPolicy())
 
-    monkeypatch.setattr(sandbox_doc, "spec_for", unenforced)
+    monkeypatch.setattr(document, "spec_for", unenforced)
     config = create(admin_api, docker_doc(network={"deny_out": [DENIED]}))
 
     data = run(admin_api, config_id=config["id"], deep=True)
@@ -397,7 +397,7 @@ def test_a_check_that_outlasts_the_wait_answers_202_and_is_polled(admin_api, mon
 
 def test_a_slow_check_never_holds_the_request_past_a_few_seconds(admin_api, monkeypatch):
     """Decisions 12: the request waited up to 95 s for the check's job; now 5 s, then 202."""
-    from app.services import sandbox_check
+    from app.services.sandboxes.check import job as sandbox_check
     from tests.jobs.helpers import wait_for_terminal
 
     real = sandbox_check.check

@@ -15,7 +15,7 @@ import requests
 from sqlalchemy import select
 
 from app.backends.base import SandboxNotFound, SandboxSpec
-from app.backends.docker import DockerBackend
+from app.backends.docker.backend import DockerBackend
 from app.extensions import db
 from app.models import Job, SandboxConfig
 from tests.backends.conftest import BUSYBOX_IMAGE, DOCKER_HOST, RUN_ID, RUN_LABEL, require_docker

@@ -7,7 +7,7 @@ import threading
 import pytest
 import requests
 
-from app.backends import docker_disk
+from app.backends.docker import disk as docker_disk
 from app.extensions import db
 from app.models import SandboxConfig, SandboxSession
 from tests.backends.conftest import BASE_IMAGE, require_docker
@@ -202,13 +202,13 @@ def test_idle_docker_sandbox_is_paused_then_resumed_on_next_exec(world, engine):
     from datetime import timedelta
 
     from app.models.types import utcnow
-    from app.services import session_binding
+    from app.services.sessions import binding
 
     _, _, config, member, _ = world
     session_id = open_session(member, config["id"])
     sandbox_id = run(member, session_id, "true").json["data"]["sandbox_id"]
-    assert session_binding.pause_idle() == 0  # just used: not idle
-    assert session_binding.pause_idle(utcnow() + timedelta(hours=1)) == 1
+    assert binding.pause_idle() == 0  # just used: not idle
+    assert binding.pause_idle(utcnow() + timedelta(hours=1)) == 1
     assert engine.get(sandbox_id).state == "paused"
     again = run(member, session_id, "echo awake").json["data"]
     assert again["sandbox_id"] == sandbox_id and again["stdout"] == "awake\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.backends import cube
+from app.backends.e2b import cube
 from app.extensions import db
 from app.models import SandboxSession
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, RUN_ID, require_docker

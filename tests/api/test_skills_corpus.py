@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.services.skill_names import short_hash
+from app.services.skills.names import short_hash
 from tests.fakes import skill_registry
 from tests.fakes.skill_archives import make_zip
 

@@ -28,7 +28,15 @@ from app.models import (
     SandboxSession,
 )
 from app.models.types import utcnow
-from app.services import session_binding, session_end, sessions
+from app.services.sessions import (
+    binding as session_binding,
+)
+from app.services.sessions import (
+    ending as session_end,
+)
+from app.services.sessions import (
+    lifecycle as sessions,
+)
 from tests.backends.conftest import BASE_IMAGE
 from tests.jobs.helpers import wait_for_terminal
 from tests.sweeps.routes import make_sandbox_config

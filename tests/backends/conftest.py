@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 
-from app.backends import docker_disk, registry
+from app.backends import registry
 from app.backends.base import Backend, BackendError, SandboxInfo, SandboxSpec
-from app.backends.docker import DockerBackend
+from app.backends.docker import disk
+from app.backends.docker.backend import DockerBackend
 
 DOCKER_HOST = os.environ.get("SANDLOT_TEST_DOCKER_HOST", "unix:///var/run/docker.sock")
 BASE_IMAGE = "sandlot/sandbox:base"
@@ -169,7 +170,7 @@ def _remove_test_containers() -> Iterator[None]:
         for label in (RUN_LABEL, FOREIGN_LABEL):
             for row in api.containers(all=True, filters={"label": f"{label}={RUN_ID}"}):
                 api.remove_container(row["Id"], force=True, v=True)
-                docker_disk.release((row.get("Labels") or {}).get(docker_disk.LABEL))
+                disk.release((row.get("Labels") or {}).get(disk.LABEL))
         for row in api.containers(all=True, filters={"label": "sandlot_fake_e2b"}):
             if (row.get("Labels") or {}).get("sandlot_fake_e2b", "").startswith(RUN_ID):
                 api.remove_container(row["Id"], force=True, v=True)
@@ -178,7 +179,7 @@ def _remove_test_containers() -> Iterator[None]:
                 if tag.startswith(f"sandlot/snapshot:{SNAPSHOT_PREFIX}"):
                     api.remove_image(tag, force=True)
         # Their egress networks, nft rules and state files (when this host enforces).
-        from app.backends.egress.manager import EgressManager
+        from app.backends.docker.egress.manager import EgressManager
 
         egress = EgressManager(api, DOCKER_HOST)
         if egress.unavailable_reason() is None:

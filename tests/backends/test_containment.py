@@ -19,10 +19,10 @@ from collections.abc import Iterator
 import pytest
 from flask import current_app
 
-from app.backends import docker_disk
 from app.backends.base import SandboxInfo
+from app.backends.docker import disk as docker_disk
 from app.errors import ValidationFailed
-from app.services import sandbox_doc
+from app.services.sandboxes import document as sandbox_doc
 from tests.backends.conftest import BASE_IMAGE, Harness
 
 # Lists the processes of a sandbox as "pid args", without ps (not in the image).
@@ -230,7 +230,7 @@ def test_a_sweep_spares_the_init_and_main_process_even_when_they_look_new(
     # start) can start in the same clock tick as the exec sent next, or later. A sweep
     # from before the container existed sees every process as "new": it must still
     # spare the init and the main process and kill only the command's leftovers.
-    from app.backends import docker_reap
+    from app.backends.docker import reap as docker_reap
 
     if not docker_reap.available(docker_harness.backend.settings.host):
         pytest.skip("the host-side sweep needs the local engine and root")

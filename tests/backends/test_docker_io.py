@@ -7,7 +7,7 @@ import threading
 import time
 from types import SimpleNamespace
 
-from app.backends.docker_io import HEADER, read_exec
+from app.backends.docker.io import HEADER, read_exec
 
 
 def frame(kind: int, payload: bytes) -> bytes:
@@ -66,7 +66,7 @@ def test_the_host_deadline_ends_a_stream_that_stays_open():
 
 
 def test_exit_marker_is_split_off_stderr():
-    from app.backends.docker_io import take_exit_marker
+    from app.backends.docker.io import take_exit_marker
 
     marker = "\n.sandlot-exit-0123456789abcdef:"
     assert take_exit_marker(b"oops" + marker.encode() + b"3", marker, 100) == (b"oops", 3, False)

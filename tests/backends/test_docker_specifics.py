@@ -19,7 +19,7 @@ from app.backends.base import (
     SandboxSpec,
     SandboxState,
 )
-from app.backends.docker import DockerBackend
+from app.backends.docker.backend import DockerBackend
 from tests.backends.conftest import (
     BUSYBOX_IMAGE,
     FOREIGN_LABEL,

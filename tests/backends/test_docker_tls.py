@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from app.backends.base import BackendAuthError
-from app.backends.docker import DockerBackend
+from app.backends.docker.backend import DockerBackend
 
 
 def _key() -> ec.EllipticCurvePrivateKey:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.backends import e2b_common, registry
+from app.backends import registry
 from app.backends.base import (
     BackendAuthError,
     BackendError,
@@ -30,9 +30,10 @@ from app.backends.base import (
     SandboxSpec,
     SandboxState,
 )
-from app.backends.cube import CubeBackend, _traffic_tokens
+from app.backends.e2b import common
+from app.backends.e2b.cube import CubeBackend, _traffic_tokens
 from app.security import ssrf
-from app.services import sandbox_doc
+from app.services.sandboxes import document as sandbox_doc
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, RUN_ID, RUN_LABEL, require_docker
 from tests.fakes.e2b_server import FakeE2BServer
 
@@ -302,7 +303,7 @@ def test_list_follows_pages(server, monkeypatch):
     infos = [backend.create(spec()) for _ in range(3)]
     for info in infos:
         server.sandboxes[info.id].metadata["sandlot_session_id"] = session
-    monkeypatch.setattr(e2b_common, "LIST_PAGE", 2)
+    monkeypatch.setattr(common, "LIST_PAGE", 2)
 
     found = backend.list({"sandlot_session_id": session})
 

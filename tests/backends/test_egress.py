@@ -36,8 +36,8 @@ import docker
 import pytest
 
 from app.backends.base import BackendError, ResolvedNetworkPolicy, SandboxInfo
-from app.backends.docker import DockerBackend
-from app.backends.egress import dns, manager, nft
+from app.backends.docker.backend import DockerBackend
+from app.backends.docker.egress import dns, manager, nft
 from tests.backends.conftest import (
     BASE_IMAGE,
     RUN_ID,
@@ -627,7 +627,7 @@ def test_queries_from_outside_the_sandbox_subnet_are_ignored(world, sandboxes):
 def test_resolver_listens_only_while_the_bridge_exists(world, sandboxes, tmp_path):
     """A state file whose network was removed elsewhere must not keep port 53 of its
     gateway address busy for a later network on the same subnet."""
-    from app.backends.egress.policy import EgressPolicy, SandboxNet
+    from app.backends.docker.egress.policy import EgressPolicy, SandboxNet
 
     api = sandboxes.backend.api
     net = SandboxNet(RUN_ID[:10], "10.214.255.240/28", "10.214.255.241", None, EgressPolicy())
@@ -657,7 +657,7 @@ def test_resolver_listens_only_while_the_bridge_exists(world, sandboxes, tmp_pat
 # -- without an engine: the policy as enforced, the ruleset text, the resolver's choices --
 
 def test_policy_splits_allow_out_and_keeps_private_ranges_closed_unless_named():
-    from app.backends.egress.policy import EgressPolicy, learnable
+    from app.backends.docker.egress.policy import EgressPolicy, learnable
 
     egress = EgressPolicy.from_resolved(ResolvedNetworkPolicy(
         allow_internet_access=False, allow_out=("1.2.3.4", "1.2.3.0/24", "10.1.2.3",
@@ -682,7 +682,7 @@ def test_policy_splits_allow_out_and_keeps_private_ranges_closed_unless_named():
 
 
 def test_ruleset_order_is_never_then_named_special_then_special_then_allow_deny_default():
-    from app.backends.egress.policy import EgressPolicy, SandboxNet
+    from app.backends.docker.egress.policy import EgressPolicy, SandboxNet
 
     net = SandboxNet("0123456789", "10.213.0.0/28", "10.213.0.1", "192.0.2.53:53",
                      EgressPolicy(deny_all=True, allow=("10.1.2.3/32",)))
@@ -709,7 +709,7 @@ def test_ruleset_order_is_never_then_named_special_then_special_then_allow_deny_
 def test_refused_names_are_answered_locally_and_never_forwarded(monkeypatch):
     from dnslib import RCODE, DNSRecord
 
-    from app.backends.egress.policy import EgressPolicy, SandboxNet
+    from app.backends.docker.egress.policy import EgressPolicy, SandboxNet
 
     def no_forwarding(*args):
         raise AssertionError("a refused name was forwarded")

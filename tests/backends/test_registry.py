@@ -6,10 +6,10 @@ import pytest
 
 from app.backends import registry
 from app.backends.base import Backend, Unsupported
-from app.backends.cube import CubeBackend
-from app.backends.docker import DockerBackend
-from app.backends.e2b import E2BBackend
-from app.backends.egress import manager as egress
+from app.backends.docker.backend import DockerBackend
+from app.backends.docker.egress import manager as egress
+from app.backends.e2b.cube import CubeBackend
+from app.backends.e2b.e2b import E2BBackend
 
 
 def test_docker_type_builds_a_docker_backend_without_contacting_it():

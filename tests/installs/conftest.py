@@ -13,7 +13,7 @@ import docker
 import pytest
 from sqlalchemy import select
 
-from app.backends.docker import DockerBackend
+from app.backends.docker.backend import DockerBackend
 from app.extensions import db
 from app.models import (
     InstalledSkill,

@@ -18,7 +18,7 @@ from app.extensions import db
 from app.jobs.queue import queue_name
 from app.models import InstalledSkill, Job, JobStatus, SkillInstallEvent
 from app.services import jobs as job_service
-from app.services.installs import control, lock
+from app.services.skills.installs import control, lock
 from tests.installs.conftest import docker_config, install_zip, skill_zip, wait_for
 from tests.jobs.conftest import api, make_app, redis_url  # noqa: F401  (fixtures)
 from tests.jobs.helpers import delete_queue

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from app.services import job_limits
-from app.services.installs import run as install_run
+from app.services.skills.installs import run as install_run
 from tests.installs.conftest import docker_config, install_zip, skill_zip, wait_for
 
 

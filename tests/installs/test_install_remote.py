@@ -8,7 +8,7 @@ from sqlalchemy import select
 
 from app.extensions import db
 from app.models import SandboxConfig, SkillSnapshot
-from app.services.sandbox_configs import backend_for
+from app.services.sandboxes.provider import backend_for
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, RUN_ID
 from tests.installs.conftest import CONFIGS, install_zip, open_session, run, skill_zip, wait_for
 from tests.jobs.helpers import wait_for_terminal

@@ -12,8 +12,9 @@ from sqlalchemy import select, update
 from app.extensions import db
 from app.models import InstalledSkill, SkillImageLease, SkillSnapshot
 from app.models.types import utcnow
-from app.services.installs import image, lock
-from app.services.sandbox_configs import backend_for
+from app.services.sandboxes import image
+from app.services.sandboxes.provider import backend_for
+from app.services.skills.installs import lock
 from tests.installs.conftest import docker_config, install_zip, skill_zip, wait_for
 from tests.jobs.conftest import redis_url  # noqa: F401  (fixture)
 

@@ -8,7 +8,8 @@ import io
 
 from app.extensions import db
 from app.models import Role
-from app.services import audit, login_sessions
+from app.services import audit
+from app.services.identity import login_sessions
 from tests import factories
 from tests.jobs.helpers import wait_for_terminal
 from tests.web._support import post_form

@@ -22,8 +22,9 @@ import pytest
 
 from app.jobs.registry import KINDS
 from app.models import JobStatus
-from app.services import job_limits, sandbox_check
+from app.services import job_limits
 from app.services import jobs as job_service
+from app.services.sandboxes.check import job as sandbox_check
 from tests.backends.conftest import require_docker
 from tests.jobs.conftest import ROOT
 from tests.jobs.helpers import fresh_row, wait_for_terminal
@@ -244,7 +245,7 @@ def test_a_removal_on_a_hung_provider_ends_within_its_budget(app, two_tenants, s
 
     from app.extensions import db
     from app.models import SandboxConfig, SandboxRemoval
-    from app.services import session_end
+    from app.services.sessions import ending
 
     a, _ = two_tenants
     monkeypatch.setitem(app.config, "SANDBOX_DOCKER_ENGINES", engines(silent))
@@ -262,7 +263,7 @@ def test_a_removal_on_a_hung_provider_ends_within_its_budget(app, two_tenants, s
     db.session.commit()
     started = time.monotonic()
 
-    assert session_end.remove(removal.id) == "retry"
+    assert ending.remove(removal.id) == "retry"
 
     assert time.monotonic() - started < 5
     db.session.expire_all()
@@ -279,7 +280,7 @@ def test_ending_a_removed_members_sessions_stays_within_its_budget(app, two_tena
 
     from app.extensions import db
     from app.models import SandboxConfig, SandboxRemoval, SandboxSession
-    from app.services import member_exit
+    from app.services.identity import member_exit
     from tests.factories import make_user
 
     a, _ = two_tenants

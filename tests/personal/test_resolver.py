@@ -12,8 +12,16 @@ from sqlalchemy.exc import OperationalError
 from app.errors import Unavailable
 from app.extensions import db
 from app.models import InstalledSkill
-from app.services import env_resolver, exec_capture, personal_env
-from app.services.personal_env import Who
+from app.services.personal import (
+    capture as exec_capture,
+)
+from app.services.personal import (
+    resolver as env_resolver,
+)
+from app.services.personal import (
+    values as personal_env,
+)
+from app.services.personal.values import Who
 from tests.personal.helpers import config, declare, skill
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from app import create_app
-from app.backends import blobstore
-from app.backends.egress import dns
+from app.backends.docker.egress import dns
 from app.bootstrap import prepare_instance
 from app.extensions import db
+from app.storage import blobstore
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -82,7 +82,7 @@ def test_start_tightens_what_an_earlier_run_left_readable(tmp_path, loose_umask)
 
 def test_the_resolver_writes_its_log_pid_and_lock_privately(tmp_path, loose_umask):
     state = tmp_path / "egress"
-    done = subprocess.run([sys.executable, "-m", "app.backends.egress.dns", "--state-dir",
+    done = subprocess.run([sys.executable, "-m", "app.backends.docker.egress.dns", "--state-dir",
                            str(state), "--idle-exit", "0.2"], cwd=ROOT, timeout=60,
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-2000:]

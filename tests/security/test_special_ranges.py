@@ -20,8 +20,8 @@ import re
 import pytest
 
 from app.backends.base import ResolvedNetworkPolicy
-from app.backends.egress import nft
-from app.backends.egress.policy import EgressPolicy, SandboxNet, learnable
+from app.backends.docker.egress import nft
+from app.backends.docker.egress.policy import EgressPolicy, SandboxNet, learnable
 from app.security import special_ranges
 from app.security.ssrf import UnsafeURL, check_url, is_never_allowed, is_public_address
 
@@ -152,7 +152,7 @@ def test_the_list_covers_what_the_standard_library_calls_non_global():
 
 def test_nft_denies_are_the_lists_ipv4_ranges():
     listed = [r.network for r in special_ranges.SPECIAL_RANGES if r.network.version == 4]
-    from app.backends.egress.policy import NEVER, PRIVATE
+    from app.backends.docker.egress.policy import NEVER, PRIVATE
 
     denied = [ipaddress.ip_network(n) for n in NEVER + PRIVATE]
     assert list(ipaddress.collapse_addresses(listed)) == list(

@@ -12,7 +12,7 @@ import pytest
 from app.extensions import db
 from app.models import EventKind, InstallStatus
 from app.models.types import utcnow
-from app.services.installs.events import EventLog
+from app.services.skills.installs.events import EventLog
 from tests.streams.conftest import make_skill, read_stream, token, url_of
 
 
@@ -208,8 +208,8 @@ def test_with_redis_a_frame_arrives_by_pubsub_not_by_the_poll(app_factory, two_t
 
 def test_without_redis_the_stream_polls_the_database(app, two_tenants, serve, monkeypatch):
     """A writer in another process cannot wake us without Redis: the poll finds it."""
-    from app.services.installs import notify
-    monkeypatch.setattr(notify, "_wake", lambda skill_id: None)  # as if written elsewhere
+    from app.services import wakeups
+    monkeypatch.setattr(wakeups, "_wake", lambda skill_id: None)  # as if written elsewhere
     monkeypatch.setitem(app.config, "SKILL_STREAM_POLL_SECONDS", 0.2)
     assert _latency(app, two_tenants, serve) < 1.0
 

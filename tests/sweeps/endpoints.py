@@ -19,7 +19,7 @@ from flask import Flask
 
 from app.extensions import db
 from app.models import SandboxConfig
-from app.services import sandbox_doc
+from app.services.sandboxes import document as sandbox_doc
 from tests.sweeps.routes import Route, view_of
 
 SECRET = f"sweep-bound-secret-{uuid.uuid4().hex[:10]}"

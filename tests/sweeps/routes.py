@@ -23,7 +23,7 @@ from app.extensions import db
 from app.models import ApiKey, Job, JobStatus
 from app.security import apikeys
 from app.services import audit
-from app.services.api_keys import CAPABILITIES
+from app.services.identity.api_keys import CAPABILITIES
 from tests import factories
 
 SKIPPED_ENDPOINTS = {"static"}
@@ -159,9 +159,9 @@ def _tenant_id(world: factories.TenantUsers) -> int:
 def make_sandbox_config(tenant, secret: str = "sweep-secret-value") -> str:
     """A live E2B config whose provider is a closed loopback port (no traffic leaves)."""
     from app.models import SandboxConfig
-    from app.services import sandbox_doc
+    from app.services.sandboxes import document
 
-    doc = sandbox_doc.validate({
+    doc = document.validate({
         "sandbox_type": "e2b", "allow_private_endpoints": True,
         "e2b": {"api_key": secret, "template_id": "base", "api_url": "http://127.0.0.1:9"},
         "env_vars": {"SWEEP_TOKEN": secret},
@@ -182,7 +182,7 @@ def _session_id(world: factories.TenantUsers) -> str:
     """The owner's own session (sessions are private to their user) on a sweep config;
     the one `run_id` made its run in, when it came first (arguments resolve sorted)."""
     from app.models import SandboxSession
-    from app.services import sessions
+    from app.services.sessions import lifecycle as sessions
 
     existing = db.session.scalar(select(SandboxSession.id).where(
         SandboxSession.tenant_id == world.tenant.id, SandboxSession.user_id == world.owner.id,
@@ -211,7 +211,7 @@ def make_printed_run(world: factories.TenantUsers, printed: str,
     """A run of the owner's sweep session that printed `printed` while its environment
     held `secrets`, stored through the runs' own writer (which masks them)."""
     from app.models import RunStatus
-    from app.services import runs
+    from app.services.sessions import runs
 
     session_id = _session_id(world)
     run_id = make_run(session_id, stdout="")
@@ -231,7 +231,7 @@ def make_catalog_skill(tenant, name: str | None = None) -> str:
     """A catalog skill registered through the real service from a real zip (bundle stored)."""
     import io
 
-    from app.services import skills
+    from app.services.skills import catalog as skills
     from tests.fakes import skill_archives
 
     archive = skill_archives.make_zip(skill_archives.skill_files(
@@ -273,7 +273,7 @@ def make_installed_skill(tenant, config_id: str | None = None,
 def _install_transcript(row, secret: str) -> None:
     """The finished run's events, as the pipeline writes them, so the install-events and
     transcript streams have bodies to sweep; the installer echoed the value (masked)."""
-    from app.services.installs.events import EventLog
+    from app.services.skills.installs.events import EventLog
 
     events = EventLog(row.tenant_id, row.id, row.install_message_id, secrets=[secret])
     events.emit("accepted", 10)

@@ -19,7 +19,7 @@ from sqlalchemy import Column, Integer, MetaData, String, Table, Text, select, t
 
 from app.extensions import db
 from app.models.types import EncryptedJSON, EncryptedText
-from app.services.secrets import encrypted_columns
+from app.services.key_rotation import encrypted_columns
 
 
 def _sandbox_config(tenant, secret: str) -> None:
@@ -31,7 +31,7 @@ def _sandbox_config(tenant, secret: str) -> None:
 def _session_traffic_token(tenant, secret: str) -> None:
     """A session bound to a (fictitious) Cube sandbox whose traffic token is `secret`."""
     from app.models import BindingState, SandboxSession
-    from app.services import sessions
+    from app.services.sessions import lifecycle
     from tests import factories
     from tests.sweeps.routes import make_sandbox_config
 
@@ -42,7 +42,7 @@ def _session_traffic_token(tenant, secret: str) -> None:
 
     config_id = db.session.scalar(select(SandboxConfig.id).where(
         SandboxConfig.tenant_id == tenant.id)) or make_sandbox_config(tenant)
-    session = sessions.create_session(tenant, owner, config_id, "canary")
+    session = lifecycle.create_session(tenant, owner, config_id, "canary")
     row = db.session.get(SandboxSession, session.id)
     row.binding_state, row.sandbox_id, row.provider = BindingState.bound, "cube-canary", "cube"
     row.traffic_token = secret

@@ -19,7 +19,8 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 
 from app.models import Role
-from app.services import api_keys, audit, invitations
+from app.services import audit
+from app.services.identity import api_keys, invitations
 from tests import factories
 from tests.sweeps import routes
 from tests.web.test_browser import sign_in

@@ -11,8 +11,8 @@ from app.auth.pepper import api_key_pepper
 from app.errors import ValidationFailed
 from app.extensions import db
 from app.models import ApiKey
-from app.services import api_keys as key_service
 from app.services import audit
+from app.services.identity import api_keys as key_service
 from tests import factories
 from tests.web._support import KEY_PATTERN, htmx_headers, post_form, text
 

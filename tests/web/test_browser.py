@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from app.models import Role
-from app.services import api_keys, audit, invitations
+from app.services import audit
+from app.services.identity import api_keys, invitations
 from tests import factories
 from tests.web._support import confirm
 

@@ -14,8 +14,9 @@ from sqlalchemy import select
 from app.errors import AppError
 from app.extensions import db
 from app.models import SandboxSession, Tenant, User
-from app.services import audit, sessions
-from app.services import sandbox_configs as service
+from app.services import audit
+from app.services.sandboxes import configs as service
+from app.services.sessions import lifecycle
 from tests import factories
 from tests.sweeps import routes
 from tests.web.test_browser import sign_in
@@ -115,7 +116,7 @@ def docker_workspace() -> Iterator[factories.TenantUsers]:
     db.session.rollback()
     for session in db.session.scalars(select(SandboxSession)).all():
         try:
-            sessions.delete_session(db.session.get(Tenant, session.tenant_id),
+            lifecycle.delete_session(db.session.get(Tenant, session.tenant_id),
                                     db.session.get(User, session.user_id), session)
         except AppError:
             db.session.rollback()

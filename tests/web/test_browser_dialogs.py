@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from app.services import api_keys, audit
+from app.services import audit
+from app.services.identity import api_keys
 from tests import factories
 from tests.sweeps import routes
 from tests.web.test_a11y import serious

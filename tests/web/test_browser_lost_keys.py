@@ -11,7 +11,7 @@ import pytest
 from app.extensions import db
 from app.models import SandboxConfig
 from app.services import audit
-from app.services import sandbox_configs as service
+from app.services.sandboxes import configs as service
 from tests import factories
 from tests.sweeps import secrets as planted
 from tests.web.test_browser import shot, sign_in

@@ -9,7 +9,8 @@ from sqlalchemy import select
 
 from app.extensions import db
 from app.models import ApiKey, Invitation, Membership, Role, SandboxConfig, SkillCatalogEntry
-from app.services import audit, invitations
+from app.services import audit
+from app.services.identity import invitations
 from tests import factories
 from tests.api.test_paging import add_configs
 from tests.sweeps import routes

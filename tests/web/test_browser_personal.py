@@ -14,7 +14,9 @@ from sqlalchemy import select
 
 from app.extensions import db
 from app.models import InstalledSkill, SandboxConfig
-from app.services import audit, installed_skills, sessions
+from app.services import audit
+from app.services.sessions import lifecycle
+from app.services.skills import installed
 from tests.fakes.skill_archives import make_zip, skill_md
 from tests.web._support import confirm
 from tests.web.test_browser import shot, sign_in
@@ -55,7 +57,7 @@ def _ready(skill_id: str) -> InstalledSkill:
 
 def _story(tab, group, skill_id, actor):
     row = _ready(skill_id)
-    installed_skills.update(group.tenant, actor, row, None, {"GREETING": "from-the-admin"})
+    installed.update(group.tenant, actor, row, None, {"GREETING": "from-the-admin"})
 
     sign_in(tab, group.contributor.email)
     tab.get_by_role("link", name="Personal variables", exact=True).click()
@@ -90,9 +92,9 @@ def _story(tab, group, skill_id, actor):
     tab.set_viewport_size({"width": 1280, "height": 800})
 
     assert _playground_run(tab) == f"hello {MEMBER_VALUE}"
-    other = sessions.create_session(group.tenant, group.viewer,
+    other = lifecycle.create_session(group.tenant, group.viewer,
                                     row.sandbox_config_id, "other")
-    theirs = sessions.exec_command(group.tenant, group.viewer, other, "python3 hi.py",
+    theirs = lifecycle.exec_command(group.tenant, group.viewer, other, "python3 hi.py",
                                    skill="greeter")
     assert theirs.stdout.strip() == "hello from-the-admin"
 

@@ -13,8 +13,11 @@ from sqlalchemy import select
 from app.errors import AppError
 from app.extensions import db
 from app.models import Job, SandboxSession, Tenant, User
-from app.services import audit, session_end, sessions
-from app.services import sandbox_configs as service
+from app.services import audit
+from app.services.sandboxes import configs as service
+from app.services.sandboxes import provider
+from app.services.sessions import ending
+from app.services.sessions import lifecycle as sessions
 from tests import factories
 from tests.backends.conftest import BASE_IMAGE, require_docker
 from tests.jobs.helpers import wait_for_terminal
@@ -102,7 +105,7 @@ def test_a_member_runs_a_command_twice_in_the_same_sandbox(tab, workspace):
     tab.get_by_text("No session selected").wait_for()
     tab.wait_for_url(re.compile(r"/playground$"))
     assert tab.locator(".session-row", has_text="Quick check").count() == 0
-    job_id = db.session.scalar(select(Job.id).where(Job.kind == session_end.JOB_KIND))
+    job_id = db.session.scalar(select(Job.id).where(Job.kind == ending.JOB_KIND))
     assert wait_for_terminal(job_id).result == {"outcome": "removed"}
 
 
@@ -131,19 +134,19 @@ def installed_skill(workspace, config, bundle: bytes) -> Iterator[str]:
     import io
 
     from app.models import SandboxConfig
-    from app.services import skills
-    from app.services.installs import image
+    from app.services.sandboxes import image
+    from app.services.skills import catalog
 
     actor = audit.SystemActor(workspace.admin.email)
-    entry = skills.register_upload(workspace.tenant, actor, io.BytesIO(bundle))
+    entry = catalog.register_upload(workspace.tenant, actor, io.BytesIO(bundle))
     try:
-        yield skills.install(workspace.tenant, actor, entry, [config.id])[0][config.id]
+        yield catalog.install(workspace.tenant, actor, entry, [config.id])[0][config.id]
     finally:
         db.session.rollback()
         for session in db.session.scalars(select(SandboxSession)).all():
             sessions.delete_session(db.session.get(Tenant, session.tenant_id),
                                     db.session.get(User, session.user_id), session)
-        backend = service.backend_for(db.session.get(SandboxConfig, config.id).config)
+        backend = provider.backend_for(db.session.get(SandboxConfig, config.id).config)
         assert image.release_all(db.session.get(SandboxConfig, config.id), backend) == []
         backend.close()
 
@@ -152,7 +155,7 @@ def _run_skill_in_the_playground(tab, workspace, skill_id, actor):
     import time
 
     from app.models import InstalledSkill
-    from app.services import installed_skills
+    from app.services.skills import installed as installed_skills
 
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from app.services import audit, demo
-from app.services import sandbox_configs as service
+from app.services.sandboxes import configs as service
 from tests import factories
 from tests.backends.conftest import require_docker
 from tests.web._support import confirm

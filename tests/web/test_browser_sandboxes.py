@@ -8,7 +8,7 @@ import re
 import pytest
 
 from app.services import audit
-from app.services import sandbox_configs as service
+from app.services.sandboxes import configs as service
 from tests import factories
 from tests.web._support import confirm
 from tests.web.test_browser import shot, sign_in

@@ -11,12 +11,14 @@ import pytest
 from sqlalchemy import select
 
 from app.backends.base import SandboxNotFound
-from app.backends.docker import DockerBackend
+from app.backends.docker.backend import DockerBackend
 from app.extensions import db
 from app.models import Job, SandboxSession
 from app.models.types import utcnow
-from app.services import audit, session_end, sessions
-from app.services import sandbox_configs as service
+from app.services import audit
+from app.services.sandboxes import configs as service
+from app.services.sessions import ending
+from app.services.sessions import lifecycle as sessions
 from tests import factories
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, require_docker
 from tests.jobs.helpers import wait_for_terminal
@@ -85,7 +87,7 @@ def test_admin_ends_a_members_session_from_the_inventory(tab, workspace):
     row.wait_for(state="detached")
     assert asked and asked[-1].startswith(f"End {group.contributor.email}'s session")
     assert drawer.locator(".admin-session").count() == 1
-    job_id = db.session.scalar(select(Job.id).where(Job.kind == session_end.JOB_KIND))
+    job_id = db.session.scalar(select(Job.id).where(Job.kind == ending.JOB_KIND))
     assert wait_for_terminal(job_id).result == {"outcome": "removed"}
     engine = DockerBackend({"image": BASE_IMAGE, "host": DOCKER_HOST})
     try:

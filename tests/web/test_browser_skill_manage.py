@@ -12,8 +12,8 @@ import time
 import pytest
 
 from app.services import audit
-from app.services import sandbox_configs as configs
-from app.services import skills as service
+from app.services.sandboxes import configs
+from app.services.skills import catalog as service
 from tests import factories
 from tests.fakes import skill_registry
 from tests.installs.conftest import (

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from app.services import audit
-from app.services import sandbox_configs as configs
+from app.services.sandboxes import configs
 from tests import factories
 from tests.fakes import skill_registry
 from tests.installs.conftest import (

@@ -15,8 +15,8 @@ from sqlalchemy import select
 from app.extensions import db
 from app.models import InstalledSkill, InstallStatus
 from app.services import audit
-from app.services import sandbox_configs as configs
-from app.services import skills as service
+from app.services.sandboxes import configs
+from app.services.skills import catalog as service
 from tests import factories
 from tests.fakes import skill_registry
 from tests.fakes.skill_archives import PNG, make_zip, skill_md

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from app.services import audit
-from app.services import sandbox_configs as service
+from app.services.sandboxes import configs as service
 from tests import factories
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, RUN_ID, require_docker
 from tests.web._support import confirm

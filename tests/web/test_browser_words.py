@@ -13,8 +13,10 @@ from playwright.sync_api import expect
 
 from app.extensions import db
 from app.models import AuditEvent
-from app.services import api_keys, audit, incidents
-from app.services import sandbox_configs as service
+from app.services import audit
+from app.services.identity import api_keys
+from app.services.sandboxes import configs as service
+from app.services.sandboxes import incidents
 from tests import factories
 
 pytestmark = pytest.mark.browser

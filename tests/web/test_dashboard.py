@@ -18,7 +18,8 @@ from app.models import (
     SkillCatalogEntry,
 )
 from app.models.session import BindingState
-from app.services import audit, sandbox_doc
+from app.services import audit
+from app.services.sandboxes import document
 from tests.web._support import text
 from tests.web.test_members_page import statements
 
@@ -35,7 +36,7 @@ T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 def config(tenant, backend: str, name: str) -> SandboxConfig:
     row = SandboxConfig(id=str(uuid.uuid4()), tenant_id=tenant.id, name=name, description="",
                         sandbox_type=backend,
-                        config=sandbox_doc.validate(DOCS[backend], resolve_urls=False))
+                        config=document.validate(DOCS[backend], resolve_urls=False))
     db.session.add(row)
     return row
 

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from app.extensions import db
 from app.models import Invitation, Membership, Role
 from app.models.types import utcnow
-from app.services import users
+from app.services.identity import users
 from tests import factories
 from tests.sweeps import world
 from tests.web._support import post_form, text

@@ -8,7 +8,7 @@ from sqlalchemy import select
 
 from app.extensions import db
 from app.models import Invitation, Membership, Role
-from app.services import users
+from app.services.identity import users
 from tests.web._support import post_form, text
 
 LINK = re.compile(r"http://localhost/invite/([A-Za-z0-9_-]{40,})")

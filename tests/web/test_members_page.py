@@ -15,7 +15,7 @@ from app.extensions import db
 from app.models import Invitation, Membership, Role, User
 from app.models.invitation import InvitationStatus
 from app.models.types import utcnow
-from app.services import users
+from app.services.identity import users
 from tests import factories
 from tests.conftest import csrf_token
 from tests.web._support import post_form, text

@@ -9,12 +9,14 @@ import pytest
 from sqlalchemy import select
 
 from app.backends.base import SandboxNotFound
-from app.backends.docker import DockerBackend
+from app.backends.docker.backend import DockerBackend
 from app.extensions import db
 from app.models import Job, Role, SandboxConfig, SandboxRemoval, SandboxSession
 from app.models.types import utcnow
-from app.services import audit, session_end, sessions
-from app.services import sandbox_configs as service
+from app.services import audit
+from app.services.sandboxes import configs as service
+from app.services.sessions import ending
+from app.services.sessions import lifecycle as sessions
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, require_docker
 from tests.jobs.helpers import wait_for_terminal
 from tests.web._support import htmx_headers, post_form, text
@@ -229,7 +231,7 @@ def test_ending_a_session_destroys_its_sandbox(two_tenants, login_as):
         assert '<section id="session-pane" class="session-pane" aria-label="Session" ' \
                'hx-swap-oob="true">' in body and "No session selected" in body
         assert response.headers["HX-Replace-Url"] == "/playground"
-        job_id = db.session.scalar(select(Job.id).where(Job.kind == session_end.JOB_KIND))
+        job_id = db.session.scalar(select(Job.id).where(Job.kind == ending.JOB_KIND))
         assert wait_for_terminal(job_id).result == {"outcome": "removed"}
         with pytest.raises(SandboxNotFound):
             engine.get(sandbox_id)
@@ -346,7 +348,7 @@ def test_ending_a_session_whose_provider_is_down_still_closes_it(two_tenants, lo
     assert f'id="session-{session_id}"' not in body
     assert "Session ended; its sandbox is being removed." in body
     assert sessions.list_sessions(a.tenant, a.viewer) == []
-    job_id = db.session.scalar(select(Job.id).where(Job.kind == session_end.JOB_KIND))
+    job_id = db.session.scalar(select(Job.id).where(Job.kind == ending.JOB_KIND))
     assert wait_for_terminal(job_id).result == {"outcome": "retry"}
     assert db.session.scalar(select(SandboxRemoval.session_id)) == session_id
 

@@ -11,7 +11,7 @@ import pytest
 
 from app.models import Job
 from app.services import audit
-from app.services import sandbox_configs as service
+from app.services.sandboxes import configs as service
 from tests.backends.conftest import BASE_IMAGE, require_docker
 from tests.web._support import htmx_headers, post_form, text
 

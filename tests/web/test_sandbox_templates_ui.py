@@ -13,7 +13,7 @@ import pytest
 from app.extensions import db
 from app.models import SandboxConfig
 from app.services import audit
-from app.services import sandbox_configs as service
+from app.services.sandboxes import configs as service
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, RUN_ID, require_docker
 from tests.web._support import post_form, text
 

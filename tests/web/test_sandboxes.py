@@ -11,8 +11,8 @@ from app.extensions import db
 from app.models import Role, SandboxConfig
 from app.models.types import utcnow
 from app.services import audit
-from app.services import sandbox_configs as service
-from app.services.sandbox_configs import Inventory
+from app.services.sandboxes import configs as service
+from app.services.sandboxes.configs import Inventory
 from tests.web._support import post_form, text
 
 # Configs here point at loopback fakes: the operator allows private endpoints.

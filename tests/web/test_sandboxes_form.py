@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from werkzeug.datastructures import MultiDict
 
-from app.services import sandbox_doc
-from app.web.sandboxes_form import Editor, form_to_doc
+from app.services.sandboxes import document as sandbox_doc
+from app.web.sandboxes.form import Editor, form_to_doc
 
 
 def test_a_docker_form_becomes_the_config_document():

@@ -7,14 +7,15 @@ from sqlalchemy import select
 
 from app.extensions import db
 from app.models import Job, SandboxSession
-from app.services import session_end, sessions
+from app.services.sessions import ending
+from app.services.sessions import lifecycle as sessions
 from tests.jobs.helpers import wait_for_terminal
 from tests.sweeps.routes import make_sandbox_config
 from tests.web._support import post_form, text
 
 
 def settle() -> None:
-    for job_id in db.session.scalars(select(Job.id).where(Job.kind == session_end.JOB_KIND)):
+    for job_id in db.session.scalars(select(Job.id).where(Job.kind == ending.JOB_KIND)):
         wait_for_terminal(job_id)
 
 

@@ -8,7 +8,7 @@ import time
 
 from app.extensions import db
 from app.models import EventKind, InstalledSkill, InstallStatus
-from app.services.installs.events import EventLog
+from app.services.skills.installs.events import EventLog
 from tests.conftest import csrf_token
 from tests.streams.conftest import make_skill
 

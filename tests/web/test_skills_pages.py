@@ -14,8 +14,8 @@ from sqlalchemy import func, select
 from app.extensions import db
 from app.models import InstalledSkill, InstallStatus, Job, JobStatus, SkillCatalogEntry
 from app.services import audit
-from app.services import sandbox_configs as configs
-from app.services import skills as service
+from app.services.sandboxes import configs
+from app.services.skills import catalog as service
 from tests.conftest import csrf_token
 from tests.fakes import skill_registry
 from tests.fakes.skill_archives import PNG, make_zip, skill_files, skill_md

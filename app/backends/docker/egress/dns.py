@@ -1,0 +1,475 @@
+"""The sandboxes' DNS resolver: one daemon per state directory, serving every sandbox.
+
+    python -m app.backends.docker.egress.dns --state-dir instance/egress [--detach]
+
+It watches `<state-dir>/sandboxes/*.json` (written by the Docker backend at create,
+removed at delete) and listens on UDP and TCP port 53 of each sandbox's bridge gateway,
+which is the only DNS server the sandbox's container knows. A query is answered from
+the policy of the sandbox whose gateway received it:
+
+- a name the policy allows (exact, or `*.suffix` for subdomains, not the apex) is
+  forwarded to the sandbox's upstream; the A records of the answer (for the name and
+  its CNAME chain) join the sandbox's nft set `sb_<id>_dns` for their TTL (at least
+  MIN_TTL) before the answer is returned, so the connection that follows passes;
+- under deny-by-default, any other name gets NXDOMAIN and is never forwarded, so DNS
+  cannot carry data out;
+- with egress open by default, every name is forwarded (deny_out works on IPs).
+
+Fail closed: a sandbox whose resolver is down resolves nothing. Only one daemon runs
+per state directory (it holds `resolver.lock`); it exits after IDLE_EXIT_SEC without
+sandboxes, and the backend starts it again when it needs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import ipaddress
+import json
+import logging
+import logging.handlers
+import os
+import selectors
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from dnslib import QTYPE, RCODE, DNSError, DNSHeader, DNSRecord
+
+from app.backends.docker.egress import dns_limits, nft
+from app.backends.docker.egress.dns_limits import Share
+from app.backends.docker.egress.policy import SandboxNet, learnable
+
+MIN_TTL = 5  # seconds a learned IP stays in the set at least
+MAX_TTL = 86400  # answers are never cached (or learned) longer than a day
+UPSTREAM_TIMEOUT_SEC = 2.5
+# A full rescan catches what no wake-up announced (a bridge gone, a missed signal); a new
+# sandbox is announced by SIGUSR1 from the backend and served at once.
+RESCAN_SEC = 2.0
+TCP_TOTAL = 256  # TCP connections open at once, over all sandboxes
+IDLE_EXIT_SEC = 300
+PROBE_SUFFIX = ".probe.sandlot.invalid"  # "<id>.probe.sandlot.invalid": is <id> served?
+WORKERS = 32
+
+log = logging.getLogger("sandlot.egress.dns")
+
+
+def sandboxes_dir(state_dir: Path) -> Path:
+    return state_dir / "sandboxes"
+
+
+def lock_path(state_dir: Path) -> Path:
+    return state_dir / "resolver.lock"
+
+
+def pid_path(state_dir: Path) -> Path:
+    return state_dir / "resolver.pid"
+
+
+def wake_path(state_dir: Path) -> Path:
+    """Holds the pid of a resolver that takes SIGUSR1 as "rescan now"."""
+    return state_dir / "resolver.wake"
+
+
+def log_path(state_dir: Path) -> Path:
+    return state_dir / "resolver.log"
+
+
+# -- answering ---------------------------------------------------------------------------
+
+def _reply(query: DNSRecord, rcode: int) -> bytes:
+    header = DNSHeader(id=query.header.id, qr=1, ra=1, rd=query.header.rd, rcode=rcode)
+    return DNSRecord(header, q=query.q).pack()
+
+
+def _upstream(spec: str | None) -> tuple[str, int] | None:
+    if not spec:
+        return None
+    host, _, port = spec.rpartition(":")
+    return (host, int(port)) if host else (spec, 53)
+
+
+def forward(data: bytes, upstream: tuple[str, int], query_id: int) -> bytes | None:
+    """Ask the upstream over UDP (TCP when the answer is truncated); None on failure."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.settimeout(UPSTREAM_TIMEOUT_SEC)
+            sock.connect(upstream)
+            sock.send(data)
+            deadline = time.monotonic() + UPSTREAM_TIMEOUT_SEC
+            while True:
+                sock.settimeout(max(0.01, deadline - time.monotonic()))
+                answer = sock.recv(65535)
+                if len(answer) >= 12 and struct.unpack("!H", answer[:2])[0] == query_id:
+                    break
+        if not answer[2] & 0x02:  # TC bit clear
+            return answer
+        with socket.create_connection(upstream, timeout=UPSTREAM_TIMEOUT_SEC) as sock:
+            sock.sendall(struct.pack("!H", len(data)) + data)
+            size = struct.unpack("!H", _read_exact(sock, 2))[0]
+            return _read_exact(sock, size)
+    except (OSError, ValueError) as exc:
+        log.warning("upstream %s:%s failed: %s", *upstream, exc)
+        return None
+
+
+def _read_exact(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ValueError("connection closed")
+        data += chunk
+    return data
+
+
+def _learn(net: SandboxNet, qname: str, response: bytes) -> bytes:
+    """Add the answer's A records for `qname` (and its CNAME chain) to the sandbox's
+    learned set, capping TTLs at MAX_TTL; the (possibly rewritten) answer to return."""
+    answer = DNSRecord.parse(response)
+    chain = {qname}
+    for _ in range(len(answer.rr)):  # follow CNAMEs in whatever order they come
+        chain |= {str(rr.rdata).lower().rstrip(".") for rr in answer.rr
+                  if rr.rtype == QTYPE.CNAME and str(rr.rname).lower().rstrip(".") in chain}
+    ips: dict[str, int] = {}
+    capped = False
+    for rr in answer.rr:
+        if rr.ttl > MAX_TTL:
+            rr.ttl, capped = MAX_TTL, True
+        if rr.rtype != QTYPE.A or str(rr.rname).lower().rstrip(".") not in chain:
+            continue
+        ip = str(rr.rdata)
+        if learnable(ip):
+            ips[ip] = max(ips.get(ip, 0), max(MIN_TTL, rr.ttl))
+        else:
+            log.info("sandbox %s: %s -> %s not learned (special-use range)", net.id, qname, ip)
+    nft.learn(net.id, ips)
+    if ips:
+        log.info("sandbox %s: %s -> %s", net.id, qname,
+                 ", ".join(f"{ip} ({ttl}s)" for ip, ttl in sorted(ips.items())))
+    return answer.pack() if capped else response
+
+
+def answer(net: SandboxNet, data: bytes) -> bytes | None:
+    """The reply to one query from `net`'s sandbox; None to drop what is not a query."""
+    try:
+        query = DNSRecord.parse(data)
+    except (DNSError, ValueError, IndexError, struct.error):
+        return None
+    if query.header.qr:
+        return None
+    if query.header.opcode != 0 or len(query.questions) != 1:
+        return _reply(query, RCODE.NOTIMP if query.header.opcode else RCODE.FORMERR)
+    qname = str(query.q.qname).lower().rstrip(".")
+    if qname == "invalid" or qname.endswith(".invalid"):  # RFC 6761: never forwarded
+        if qname.endswith(PROBE_SUFFIX) and qname[:-len(PROBE_SUFFIX)] != net.id:
+            return _reply(query, RCODE.REFUSED)
+        return _reply(query, RCODE.NXDOMAIN)
+    policy = net.policy
+    allowed = policy.allows_name(qname)
+    if policy.deny_all and not allowed:
+        log.info("sandbox %s: %s %s refused (not in allow_out)", net.id,
+                 QTYPE.get(query.q.qtype), qname)
+        return _reply(query, RCODE.NXDOMAIN)
+    upstream = _upstream(net.upstream)
+    response = forward(data, upstream, query.header.id) if upstream else None
+    if response is None:
+        return _reply(query, RCODE.SERVFAIL)
+    if not allowed:
+        return response
+    try:
+        return _learn(net, qname, response)
+    except Exception as exc:  # noqa: BLE001 - fail closed: no answer the firewall won't honour
+        log.warning("sandbox %s: %s not learned: %s", net.id, qname, exc)
+        return _reply(query, RCODE.SERVFAIL)
+
+
+# -- serving -----------------------------------------------------------------------------
+
+def _bridge_exists(net: SandboxNet) -> bool:
+    return os.path.exists(f"/sys/class/net/{net.bridge}")
+
+
+@dataclass
+class Served:
+    net: SandboxNet
+    udp: socket.socket
+    tcp: socket.socket
+
+    def __post_init__(self) -> None:
+        self.subnet = ipaddress.IPv4Network(self.net.subnet)
+        self.share = Share()
+
+    def from_sandbox(self, peer: tuple[str, int]) -> bool:
+        """Only the sandbox's own subnet is served, and loopback (the backend's probe:
+        other host addresses would be masqueraded by Docker's rule for the subnet)."""
+        try:
+            address = ipaddress.IPv4Address(peer[0])
+        except ValueError:
+            return False
+        return address in self.subnet or address.is_loopback
+
+    def close(self) -> None:
+        self.udp.close()
+        self.tcp.close()
+
+
+class Resolver:
+    """Listens on the gateway of every sandbox named in the state directory whose bridge
+    exists: a state file left behind by a network removed elsewhere must not hold the
+    address's port 53 when a later network reuses the subnet."""
+
+    def __init__(self, state_dir: Path, idle_exit_sec: float = IDLE_EXIT_SEC):
+        self.state_dir = state_dir
+        self.idle_exit_sec = idle_exit_sec
+        self.known: dict[str, SandboxNet | None] = {}  # state files read (None: unreadable)
+        self.served: dict[str, Served] = {}
+        self.failing: set[str] = set()  # warned once about a failed bind
+        self.selector = selectors.DefaultSelector()
+        self.pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="dns")
+        self.stopping = threading.Event()
+        # Connections have their own threads, bounded per sandbox and in all, so an idle
+        # one never holds a worker that UDP queries of other sandboxes need.
+        self.tcp_slots = threading.BoundedSemaphore(TCP_TOTAL)
+        self.wake_r, self.wake_w = socket.socketpair()
+        self.wake_r.setblocking(False)
+        self.wake_w.setblocking(False)
+        self.selector.register(self.wake_r, selectors.EVENT_READ, (None, "wake"))
+
+    def rescan(self) -> None:
+        """Follow the state files (written once, atomically; removed at delete) and the
+        bridges they name."""
+        present = {path.stem: path for path in sandboxes_dir(self.state_dir).glob("*.json")}
+        for net_id in [i for i in self.known if i not in present]:
+            del self.known[net_id]
+            self.failing.discard(net_id)
+        for net_id, path in present.items():
+            if net_id not in self.known:
+                self.known[net_id] = self._read(net_id, path)
+        for net_id in list(self.served):
+            net = self.known.get(net_id)
+            if net is None or not _bridge_exists(net):
+                self._stop(net_id)
+        for net_id, net in self.known.items():
+            if net is not None and net_id not in self.served and _bridge_exists(net):
+                self._serve(net)
+
+    @staticmethod
+    def _read(net_id: str, path: Path) -> SandboxNet | None:
+        try:
+            net = SandboxNet.from_dict(json.loads(path.read_text()))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("skipping %s: %s", path.name, exc)
+            return None
+        return net if net.id == net_id else None
+
+    def _stop(self, net_id: str) -> None:
+        served = self.served.pop(net_id)
+        self.selector.unregister(served.udp)
+        self.selector.unregister(served.tcp)
+        served.close()
+        log.info("sandbox %s: stopped serving %s", net_id, served.net.gateway)
+
+    def _serve(self, net: SandboxNet) -> None:
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            udp.bind((net.gateway, 53))
+            tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            tcp.bind((net.gateway, 53))
+            tcp.listen(64)
+        except OSError as exc:  # next rescan tries again
+            udp.close()
+            tcp.close()
+            if net.id not in self.failing:
+                self.failing.add(net.id)
+                log.warning("sandbox %s: cannot listen on %s:53: %s", net.id, net.gateway, exc)
+            return
+        self.failing.discard(net.id)
+        udp.setblocking(False)
+        tcp.setblocking(False)
+        served = Served(net, udp, tcp)
+        self.selector.register(udp, selectors.EVENT_READ, (served, "udp"))
+        self.selector.register(tcp, selectors.EVENT_READ, (served, "tcp"))
+        self.served[net.id] = served
+        log.info("sandbox %s: serving on %s:53 (upstream %s, %s)", net.id, net.gateway,
+                 net.upstream, "deny by default" if net.policy.deny_all else "open by default")
+
+    def run(self) -> None:
+        idle_since = time.monotonic()
+        next_scan = 0.0
+        while not self.stopping.is_set():
+            now = time.monotonic()
+            if now >= next_scan:
+                self.rescan()
+                next_scan = now + RESCAN_SEC
+                if self.served:
+                    idle_since = now
+                elif now - idle_since >= self.idle_exit_sec:
+                    log.info("no sandboxes for %ss: exiting", int(self.idle_exit_sec))
+                    break
+            for key, _ in self.selector.select(timeout=RESCAN_SEC):
+                served, kind = key.data
+                try:
+                    if kind == "wake":
+                        self._drain_wake()
+                        next_scan = 0.0  # a sandbox was announced: serve it now
+                    elif kind == "udp":
+                        data, peer = served.udp.recvfrom(65535)
+                        if served.share.admit_query():
+                            self.pool.submit(self._udp, served, data, peer)
+                    else:
+                        self._accept(served)
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError as exc:
+                    log.warning("sandbox %s: %s receive failed: %s", served.net.id, kind, exc)
+        self.close()
+
+    def wake(self) -> None:
+        """Rescan now (signal-safe: SIGUSR1 calls this)."""
+        try:
+            self.wake_w.send(b"x")
+        except OSError:
+            pass  # already pending
+
+    def _drain_wake(self) -> None:
+        try:
+            while self.wake_r.recv(512):
+                pass
+        except OSError:
+            pass
+
+    def _accept(self, served: Served) -> None:
+        conn, _ = served.tcp.accept()
+        if not served.share.admit_connection():
+            conn.close()  # over this sandbox's share: turned away at once
+            return
+        if not self.tcp_slots.acquire(blocking=False):
+            served.share.closed()
+            conn.close()
+            return
+        thread = threading.Thread(target=self._tcp_thread, args=(served, conn),
+                                  name="dns-tcp", daemon=True)
+        thread.start()
+
+    def _tcp_thread(self, served: Served, conn: socket.socket) -> None:
+        try:
+            self._tcp(served, conn)
+        finally:
+            served.share.closed()
+            self.tcp_slots.release()
+
+    def close(self) -> None:
+        for served in self.served.values():
+            served.close()
+        self.served.clear()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.wake_r.close()
+        self.wake_w.close()
+
+    @staticmethod
+    def _udp(served: Served, data: bytes, peer: tuple[str, int]) -> None:
+        try:
+            reply = answer(served.net, data) if served.from_sandbox(peer) else None
+            if reply is not None:
+                served.udp.sendto(reply, peer)
+        except Exception:  # noqa: BLE001 - one bad query must not stop the resolver
+            log.exception("sandbox %s: query from %s failed", served.net.id, peer[0])
+        finally:
+            served.share.done_query()
+
+    @staticmethod
+    def _tcp(served: Served, conn: socket.socket) -> None:
+        with conn:
+            try:
+                if not served.from_sandbox(conn.getpeername()):
+                    return
+                conn.setblocking(True)
+                conn.settimeout(dns_limits.TCP_IDLE_SEC)
+                ends = time.monotonic() + dns_limits.TCP_LIFETIME_SEC
+                for _ in range(100):
+                    header = conn.recv(2, socket.MSG_WAITALL)
+                    if len(header) < 2 or time.monotonic() > ends:
+                        return
+                    data = _read_exact(conn, struct.unpack("!H", header)[0])
+                    if not served.share.admit_query():
+                        return  # over its share: the client retries, maybe over UDP
+                    try:
+                        reply = answer(served.net, data)
+                    finally:
+                        served.share.done_query()
+                    if reply is None:
+                        return
+                    conn.sendall(struct.pack("!H", len(reply)) + reply)
+            except (OSError, ValueError):
+                return
+            except Exception:  # noqa: BLE001
+                log.exception("sandbox %s: tcp query failed", served.net.id)
+
+
+# -- the daemon --------------------------------------------------------------------------
+
+def _configure_logging(state_dir: Path) -> None:
+    handler = logging.handlers.RotatingFileHandler(log_path(state_dir), maxBytes=1 << 20,
+                                                   backupCount=2)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+
+
+def _detach() -> None:
+    """Double fork: the caller's child exits at once, the daemon is adopted by init."""
+    if os.fork():
+        os._exit(0)
+    os.setsid()
+    if os.fork():
+        os._exit(0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--state-dir", required=True, type=Path)
+    parser.add_argument("--detach", action="store_true", help="run in the background")
+    parser.add_argument("--idle-exit", type=float, default=IDLE_EXIT_SEC,
+                        help="exit after this many seconds without sandboxes")
+    args = parser.parse_args(argv)
+    # Everything the resolver writes (log and its rotations, pid, lock) is for root's eyes:
+    # the log names the hosts each sandbox looked up.
+    os.umask(0o077)
+    state_dir = args.state_dir.resolve()
+    sandboxes_dir(state_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
+    if args.detach:
+        _detach()
+    lock = open(lock_path(state_dir), "a+")  # noqa: SIM115 - held for the process lifetime
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return 0  # another resolver serves this state directory
+    _configure_logging(state_dir)
+    pid_path(state_dir).write_text(f"{os.getpid()}\n")
+    # This resolver rescans on SIGUSR1 (one from before would exit on it).
+    wake_path(state_dir).write_text(f"{os.getpid()}\n")
+    resolver = Resolver(state_dir, args.idle_exit)
+    signal.signal(signal.SIGTERM, lambda *_: resolver.stopping.set())
+    signal.signal(signal.SIGINT, lambda *_: resolver.stopping.set())
+    signal.signal(signal.SIGUSR1, lambda *_: resolver.wake())
+    log.info("resolver started (pid %s, state %s)", os.getpid(), state_dir)
+    try:
+        resolver.run()
+    finally:
+        pid_path(state_dir).unlink(missing_ok=True)
+        wake_path(state_dir).unlink(missing_ok=True)
+        log.info("resolver stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,445 @@
+"""Per-sandbox egress lifecycle, as the Docker backend uses it.
+
+`attach` (at create): a Docker bridge network `sandlot-<id>` (bridge `sl-<id>`, a /28
+from the pool, labelled with the sandbox metadata), then the nft rules, then the state
+file, then the resolver serving it. `release` (at delete): the network, the rules,
+the file, in that order, so the rules outlive anything still attached.
+`ensure` (at resume): rules rebuilt from the state file if the host lost them (a
+reboot), resolver running. `cleanup_orphans`: whatever has no container any more.
+
+Settings, from the environment (the resolver is a separate process; both must agree):
+  SANDBOX_EGRESS_STATE_DIR  state files, resolver pid/lock/log (default instance/egress)
+  SANDBOX_DNS_UPSTREAM      ip[:port] the resolver forwards allowed names to
+                            (default: the first IPv4 nameserver of /etc/resolv.conf)
+  SANDBOX_EGRESS_SUBNETS    IPv4 pool the sandbox networks' /28s come from
+                            (default 10.213.0.0/16; must not overlap the host's networks)
+"""
+
+from __future__ import annotations
+
+import fcntl
+import ipaddress
+import json
+import logging
+import os
+import random
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import docker
+from dnslib import RCODE, DNSRecord
+
+from app.backends.base import BackendError, ResolvedNetworkPolicy
+from app.backends.docker.egress import dns, nft
+from app.backends.docker.egress.policy import EGRESS_ID, EgressPolicy, SandboxNet
+from app.security.files import open_private, write_private
+
+ROOT = Path(__file__).resolve().parents[4]
+DEFAULT_STATE_DIR = ROOT / "instance" / "egress"
+DEFAULT_SUBNETS = "10.213.0.0/16"
+SUBNET_PREFIX = 28
+LABEL = "sandlot.egress"  # on our networks: the egress id
+CREATED_LABEL = "sandlot.egress.created"  # epoch seconds, for the orphan grace period
+NETWORK_PREFIX = "sandlot-"
+READY_TIMEOUT_SEC = 10
+ORPHAN_GRACE_SEC = 120
+
+log = logging.getLogger(__name__)
+
+
+def _resolv_conf_nameserver(path: str = "/etc/resolv.conf") -> str | None:
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] == "nameserver":
+            try:
+                if ipaddress.ip_address(parts[1]).version == 4:
+                    return parts[1]
+            except ValueError:
+                continue
+    return None
+
+
+def _upstream(raw: str | None) -> str | None:
+    """"ip" or "ip:port" -> "ip:port"."""
+    if not raw:
+        return None
+    host, _, port = raw.strip().rpartition(":")
+    if not host:
+        host, port = raw.strip(), "53"
+    try:
+        ipaddress.IPv4Address(host)
+        if not 0 < int(port) < 65536:
+            raise ValueError(port)
+    except ValueError:
+        raise BackendError(f"SANDBOX_DNS_UPSTREAM must be an IPv4 address with an optional "
+                           f"port, not {raw!r}") from None
+    return f"{host}:{port}"
+
+
+@dataclass(frozen=True)
+class EgressSettings:
+    state_dir: Path
+    upstream: str | None
+    subnets: ipaddress.IPv4Network
+
+    @classmethod
+    def from_env(cls) -> EgressSettings:
+        state_dir = Path(os.environ.get("SANDBOX_EGRESS_STATE_DIR") or DEFAULT_STATE_DIR)
+        if not state_dir.is_absolute():
+            state_dir = ROOT / state_dir
+        upstream = _upstream(os.environ.get("SANDBOX_DNS_UPSTREAM")
+                             or _resolv_conf_nameserver())
+        raw_pool = os.environ.get("SANDBOX_EGRESS_SUBNETS") or DEFAULT_SUBNETS
+        try:
+            pool = ipaddress.IPv4Network(raw_pool)
+        except ValueError:
+            raise BackendError(f"SANDBOX_EGRESS_SUBNETS must be an IPv4 CIDR, "
+                               f"not {raw_pool!r}") from None
+        if pool.prefixlen > SUBNET_PREFIX:
+            raise BackendError(f"SANDBOX_EGRESS_SUBNETS must be /{SUBNET_PREFIX} or larger")
+        return cls(state_dir=state_dir, upstream=upstream, subnets=pool)
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """How a new container joins the network: `network` is its network mode."""
+
+    network: str
+    dns: tuple[str, ...] = ()
+    egress_id: str | None = None
+
+
+NO_NETWORK = Attachment("none")
+DEFAULT_BRIDGE = Attachment("bridge")
+
+
+def host_supports() -> bool:
+    """Cheap check (no subprocess): root and nft installed."""
+    return hasattr(os, "geteuid") and os.geteuid() == 0 and nft.NFT is not None
+
+
+def egress_id_of(container: dict[str, Any]) -> str | None:
+    """The egress id of an inspected container on one of our networks."""
+    mode = (container.get("HostConfig") or {}).get("NetworkMode") or ""
+    net_id = mode[len(NETWORK_PREFIX):] if mode.startswith(NETWORK_PREFIX) else ""
+    return net_id if EGRESS_ID.match(net_id) else None
+
+
+class EgressManager:
+    """Egress enforcement for the containers of one local Docker engine."""
+
+    _orphans_checked = False  # once per process, on the first attach
+
+    def __init__(self, api: docker.APIClient, engine_host: str,
+                 settings: EgressSettings | None = None):
+        self.api = api
+        self.engine_host = engine_host
+        self.settings = settings or EgressSettings.from_env()
+        self._unavailable: str | None | bool = False  # False: not checked yet
+
+    # -- availability --------------------------------------------------------------------
+
+    def unavailable_reason(self) -> str | None:
+        """None when this host can enforce egress for the engine's containers."""
+        if self._unavailable is False:
+            self._unavailable = self._check()
+        return self._unavailable  # type: ignore[return-value]
+
+    def _check(self) -> str | None:
+        if not self.engine_host.startswith("unix://"):
+            return (f"the Docker engine at {self.engine_host} is not on this host, so this "
+                    "host's firewall cannot filter its containers")
+        if not hasattr(os, "geteuid") or os.geteuid() != 0:
+            return "the app does not run as root, so it cannot manage nftables rules"
+        reason = nft.available()
+        if reason:
+            return reason
+        try:
+            options = self.api.info().get("SecurityOptions") or []
+        except docker.errors.DockerException as exc:
+            return f"cannot ask the Docker engine about itself: {exc}"
+        if any("rootless" in option for option in options):
+            return "the Docker engine is rootless: its networks are not in this host's namespace"
+        return None
+
+    # -- create / delete -----------------------------------------------------------------
+
+    def attach(self, policy: ResolvedNetworkPolicy, metadata: dict[str, str]) -> Attachment:
+        """Network, rules, state file and resolver for a new sandbox; all or nothing."""
+        egress = EgressPolicy.from_resolved(policy)  # invalid entries fail before any I/O
+        self._cleanup_orphans_once()
+        net_id, subnet = self._create_network(metadata)
+        hosts = subnet.hosts()
+        net = SandboxNet(id=net_id, subnet=str(subnet), gateway=str(next(hosts)),
+                         upstream=self.settings.upstream, policy=egress, metadata=metadata)
+        try:
+            if not Path(f"/sys/class/net/{net.bridge}").exists():
+                raise BackendError(f"bridge {net.bridge} of network {net.network} is not on "
+                                   "this host: cannot enforce the network policy here")
+            nft.apply(net)
+            self._write_state(net)
+            self._ensure_resolver(net)
+        except BaseException:
+            try:
+                self.release(net_id)
+            except BackendError as exc:
+                log.warning("could not undo egress setup of %s: %s", net.network, exc)
+            raise
+        return Attachment(net.network, (net.gateway,), net_id)
+
+    def release(self, net_id: str) -> None:
+        """Remove the network, then the rules, then the state file. Gone is success."""
+        self._remove_network(f"{NETWORK_PREFIX}{net_id}")
+        nft.remove(net_id)
+        self._state_file(net_id).unlink(missing_ok=True)
+
+    def ensure(self, net_id: str) -> None:
+        """Before a sandbox runs again: its rules present (rebuilt from the state file
+        written at creation, so the policy is still the one it was created with) and its
+        resolver up. Refuse rather than run a sandbox without its rules."""
+        net = self.load(net_id)
+        if net is None:
+            raise BackendError(f"the egress state of network {NETWORK_PREFIX}{net_id} is "
+                               "gone, so its policy cannot be enforced; delete this sandbox")
+        if not nft.has_sandbox(net_id):
+            log.warning("egress rules of %s were missing; rebuilding them", net.network)
+            nft.remove(net_id)
+            nft.apply(net)
+        self._ensure_resolver(net)
+
+    def load(self, net_id: str) -> SandboxNet | None:
+        try:
+            return SandboxNet.from_dict(json.loads(self._state_file(net_id).read_text()))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise BackendError(f"unreadable egress state for {net_id}: {exc}") from None
+
+    # -- networks ------------------------------------------------------------------------
+
+    def _create_network(self, metadata: dict[str, str]) -> tuple[str, ipaddress.IPv4Network]:
+        """A fresh network on a free /28 of the pool (the engine refuses overlaps, so
+        concurrent creators simply try another)."""
+        pool = self.settings.subnets
+        count = 1 << (SUBNET_PREFIX - pool.prefixlen)
+        last_error = ""
+        for _ in range(min(count, 32)):
+            net_id = secrets.token_hex(5)
+            index = random.randrange(count)
+            subnet = ipaddress.IPv4Network(
+                (int(pool.network_address) + index * (1 << (32 - SUBNET_PREFIX)), SUBNET_PREFIX))
+            gateway = str(next(subnet.hosts()))
+            ipam = docker.types.IPAMConfig(
+                pool_configs=[docker.types.IPAMPool(subnet=str(subnet), gateway=gateway)])
+            labels = {**metadata, LABEL: net_id, CREATED_LABEL: str(int(time.time()))}
+            try:
+                self.api.create_network(
+                    f"{NETWORK_PREFIX}{net_id}", driver="bridge", ipam=ipam, labels=labels,
+                    options={"com.docker.network.bridge.name": f"sl-{net_id}"},
+                    check_duplicate=True)
+                return net_id, subnet
+            except docker.errors.APIError as exc:
+                last_error = str(exc.explanation or exc)
+                if "overlap" not in last_error.lower() and "in use" not in last_error.lower():
+                    raise BackendError(f"create sandbox network failed: {last_error}") from None
+        raise BackendError(f"no free sandbox subnet in {pool} ({last_error}); widen "
+                           "SANDBOX_EGRESS_SUBNETS or delete sandboxes")
+
+    def _remove_network(self, name: str) -> None:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                self.api.remove_network(name)
+                return
+            except docker.errors.NotFound:
+                return
+            except docker.errors.APIError as exc:
+                # A container being removed may hold its endpoint for a moment.
+                if "active endpoints" not in str(exc) or time.monotonic() > deadline:
+                    raise BackendError(f"remove sandbox network {name} failed: "
+                                       f"{exc.explanation or exc}") from None
+                time.sleep(0.2)
+
+    # -- state files and the resolver ----------------------------------------------------
+
+    def _state_file(self, net_id: str) -> Path:
+        return dns.sandboxes_dir(self.settings.state_dir) / f"{net_id}.json"
+
+    def _write_state(self, net: SandboxNet) -> None:
+        folder = dns.sandboxes_dir(self.settings.state_dir)
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        temp = folder / f".{net.id}.tmp"
+        write_private(temp, json.dumps(net.as_dict(), indent=1, sort_keys=True))
+        temp.replace(self._state_file(net.id))  # the resolver never sees half a file
+
+    def resolver_running(self) -> bool:
+        return resolver_running(self.settings.state_dir)
+
+    def _ensure_resolver(self, net: SandboxNet) -> None:
+        """Start the resolver if it is not running, tell it about `net` (it rescans at
+        once on SIGUSR1) and wait until it answers for `net`: a refused probe (nothing
+        bound yet) comes back at once, so readiness costs milliseconds, not a sleep."""
+        deadline = time.monotonic() + READY_TIMEOUT_SEC
+        spawned = 0.0
+        self._wake_resolver()
+        while True:
+            if probe(net):
+                return
+            if not self.resolver_running() and time.monotonic() - spawned > 2:
+                self._spawn_resolver()
+                spawned = time.monotonic()
+            if time.monotonic() > deadline:
+                raise BackendError(
+                    f"the sandbox DNS resolver does not answer on {net.gateway}:53; see "
+                    f"{dns.log_path(self.settings.state_dir)}")
+            time.sleep(0.01)
+
+    def _wake_resolver(self) -> None:
+        """SIGUSR1 to the running resolver, which then serves new sandboxes at once."""
+        state_dir = self.settings.state_dir
+        try:  # both files name it: a resolver from before SIGUSR1 meant "rescan" would exit
+            pid = int(dns.pid_path(state_dir).read_text())
+            if int(dns.wake_path(state_dir).read_text()) != pid:
+                return
+        except (OSError, ValueError):
+            return
+        if pid > 1 and self.resolver_running():
+            try:
+                os.kill(pid, signal.SIGUSR1)
+            except OSError:
+                pass
+
+    def _spawn_resolver(self) -> None:
+        state_dir = self.settings.state_dir
+        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # A long-lived process: give it no more of our environment (secrets) than it needs.
+        env = {"PATH": os.environ.get("PATH") or "/usr/sbin:/usr/bin:/sbin:/bin",
+               "PYTHONPATH": str(ROOT), "LANG": "C.UTF-8"}
+        with open_private(dns.log_path(state_dir)) as output:  # the resolver's log: 0600
+            subprocess.run([sys.executable, "-m", "app.backends.docker.egress.dns", "--state-dir",
+                            str(state_dir), "--detach"], cwd=ROOT, env=env,
+                           stdin=subprocess.DEVNULL, stdout=output, stderr=output,
+                           timeout=30, check=False)
+
+    # -- orphans -------------------------------------------------------------------------
+
+    def _cleanup_orphans_once(self) -> None:
+        if EgressManager._orphans_checked:
+            return
+        EgressManager._orphans_checked = True
+        try:
+            removed = self.cleanup_orphans()
+            if removed:
+                log.info("removed egress leftovers of gone sandboxes: %s", ", ".join(removed))
+        except (BackendError, docker.errors.DockerException) as exc:
+            log.warning("egress orphan cleanup failed: %s", exc)
+
+    def cleanup_orphans(self, grace_sec: float = ORPHAN_GRACE_SEC,
+                        metadata: dict[str, str] | None = None) -> list[str]:
+        """Remove networks, rules and state files whose container no longer exists;
+        the egress ids removed. `metadata` limits this to sandboxes carrying it.
+
+        A network without any container (running or not) is an orphan once older than
+        `grace_sec` (younger ones may belong to a create in progress). Rules and state
+        files are listed before the networks: both are made after their network, so one
+        without a network is a leftover, never a sandbox being created."""
+        wanted = metadata or {}
+        leftovers = set() if wanted else nft.sandbox_ids()
+        for path in dns.sandboxes_dir(self.settings.state_dir).glob("*.json"):
+            try:
+                net = self.load(path.stem) if EGRESS_ID.match(path.stem) else None
+            except BackendError as exc:
+                log.warning("%s", exc.reason)
+                continue
+            if net and wanted.items() <= net.metadata.items():
+                leftovers.add(net.id)
+        labels = [LABEL, *(f"{key}={value}" for key, value in wanted.items())]
+        networks = {}
+        for row in self.api.networks(filters={"label": labels}):
+            net_id = (row.get("Labels") or {}).get(LABEL, "")
+            if EGRESS_ID.match(net_id) and row.get("Name") == f"{NETWORK_PREFIX}{net_id}":
+                networks[net_id] = row
+        removed = []
+        now = time.time()
+        for net_id, row in networks.items():
+            created = (row.get("Labels") or {}).get(CREATED_LABEL, "0")
+            age = now - (int(created) if created.isdigit() else 0)
+            if age < grace_sec or self.api.containers(all=True,
+                                                      filters={"network": row["Id"]}):
+                continue
+            self.release(net_id)
+            removed.append(net_id)
+        for net_id in sorted(leftovers - set(networks)):
+            if self._network_exists(net_id):
+                continue  # not labelled as we asked, or made since we listed: not ours to judge
+            nft.remove(net_id)
+            self._state_file(net_id).unlink(missing_ok=True)
+            removed.append(net_id)
+        return removed
+
+    def _network_exists(self, net_id: str) -> bool:
+        try:
+            self.api.inspect_network(f"{NETWORK_PREFIX}{net_id}")
+            return True
+        except docker.errors.NotFound:
+            return False
+
+
+_managers: dict[tuple[int, str, Path], EgressManager] = {}
+_managers_lock = threading.Lock()
+
+
+def shared_manager(api: docker.APIClient, engine_host: str) -> EgressManager:
+    """One manager per (shared) client and state directory: its host check (an engine
+    round trip) is done once per process, not once per request."""
+    settings = EgressSettings.from_env()
+    key = (id(api), engine_host, settings.state_dir)
+    with _managers_lock:
+        manager = _managers.get(key)
+        if manager is None or manager.api is not api or manager.settings != settings:
+            manager = _managers[key] = EgressManager(api, engine_host, settings)
+        return manager
+
+
+def resolver_running(state_dir: Path) -> bool:
+    """Is a resolver holding this state directory's lock?"""
+    path = dns.lock_path(state_dir)
+    if not path.exists():
+        return False
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+
+def probe(net: SandboxNet, timeout: float = 0.3) -> bool:
+    """Does the resolver answer for this very sandbox on its gateway?
+
+    The socket is connected, so while nothing listens there the port-unreachable
+    comes back as ConnectionRefusedError at once instead of a wait for `timeout`."""
+    query = DNSRecord.question(f"{net.id}{dns.PROBE_SUFFIX}")
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.bind(("127.0.0.1", 0))  # answered: loopback or the sandbox's subnet only
+            sock.settimeout(timeout)
+            sock.connect((net.gateway, 53))
+            sock.send(query.pack())
+            reply = DNSRecord.parse(sock.recv(4096))
+    except (OSError, ValueError):
+        return False
+    return reply.header.id == query.header.id and reply.header.rcode == RCODE.NXDOMAIN

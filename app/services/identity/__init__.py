@@ -1,0 +1,3 @@
+"""Who is in a workspace: users, members and their exit, invitations, API keys and login
+sessions.
+"""

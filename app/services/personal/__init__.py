@@ -1,0 +1,1 @@
+"""Members' own variables: stored values, their resolution into a run, and capture from a run."""

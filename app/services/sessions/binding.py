@@ -1,0 +1,208 @@
+"""A session's sandbox binding: find, resume, replace or create it (reference 9.1, decisions 7).
+
+Split from app.services.sessions.lifecycle (the exec path) along the binding seam. The first exec
+creates the sandbox; later ones reuse it. A paused sandbox (TTL expiry) is resumed, a
+dead one replaced, a lost binding recovered by listing the provider by metadata.
+Creation is serialised per session without row locks: a request must win a conditional
+UPDATE (`none` -> `creating`) before it may create, so two concurrent first execs create
+exactly one sandbox on SQLite and PostgreSQL alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.exc import InvalidRequestError
+
+from app.backends.base import Backend, BackendError, SandboxNotFound, SandboxSpec, SandboxState
+from app.errors import NotFound, Unavailable
+from app.extensions import db
+from app.models import BindingState, SandboxConfig, SandboxSession
+from app.models.types import utcnow
+from app.services.sandboxes import document
+from app.services.sandboxes import image as skill_image
+from app.services.sandboxes.provider import backend_for, labels
+
+log = logging.getLogger("sandlot.sessions")
+CLAIM_EXPIRY = timedelta(seconds=180)  # a creator that died frees its claim after this
+WAIT_FOR_CREATOR_SEC = 150
+
+
+def ensure_sandbox(session: SandboxSession, config: SandboxConfig, backend: Backend,
+                   looked: bool = False) -> tuple[str, bool]:
+    """The id of a running sandbox for `session`, and whether it already existed
+    (`looked`: the caller read `session` just now, so the first refresh is skipped)."""
+    deadline = time.monotonic() + WAIT_FOR_CREATOR_SEC
+    while time.monotonic() < deadline:
+        try:
+            if not looked:
+                db.session.refresh(session)
+            looked = False
+        except InvalidRequestError:  # its row is gone: ended meanwhile (member or admin)
+            raise NotFound("No such session.") from None
+        if session.binding_state == BindingState.bound:
+            sandbox_id = _usable(session, config, backend)
+            if sandbox_id:
+                return sandbox_id, True
+            continue
+        if _claim(session):
+            return _create_claimed(session, config, backend), False
+        time.sleep(0.1)  # another request is creating it; wait for its binding
+    raise Unavailable("The sandbox for this session is still being created; try again.")
+
+
+def _usable(session: SandboxSession, config: SandboxConfig, backend: Backend) -> str | None:
+    """The bound sandbox, resumed if paused; None after unbinding a dead or stale one."""
+    sandbox_id = session.sandbox_id or ""
+    if session.stale or (_generation(config) > session.skill_generation and _rebuilds(config)):
+        _discard(session, backend)
+        return None
+    try:  # a look the engine's backend took moments ago will do (SandboxStale if wrong)
+        info = getattr(backend, "get_recent", backend.get)(sandbox_id)
+    except SandboxNotFound:
+        unbind(session)
+        return None
+    if info.state == SandboxState.running:
+        return sandbox_id
+    if info.state == SandboxState.paused:
+        backend.connect(sandbox_id)
+        return sandbox_id
+    if info.state == SandboxState.transitioning:
+        time.sleep(0.2)
+        return None
+    _discard(session, backend)
+    return None
+
+
+def _create_claimed(session: SandboxSession, config: SandboxConfig, backend: Backend) -> str:
+    """We hold the claim: adopt a sandbox the provider still has for us, or create one."""
+    try:
+        found = [s for s in backend.list(session_filter(session))
+                 if s.state in (SandboxState.running, SandboxState.paused)]
+        if found:
+            keep, *extra = sorted(found, key=lambda s: s.started_at or "", reverse=True)
+            for sandbox in extra:
+                backend.delete(sandbox.id)
+            if keep.state == SandboxState.paused:
+                backend.connect(keep.id)
+            version = int(keep.metadata.get("sandlot_binding_version") or 0)
+            _bind(session, keep.id, version, config, policy=None)
+            return keep.id
+        version = session.binding_version + 1
+        spec = session_spec(session, config, version)
+        info = backend.create(spec)
+    except BaseException:
+        unbind(session)  # give the claim back so the next request can try again
+        raise
+    if not _bind(session, info.id, version, config, policy=_policy_summary(spec),
+                 traffic_token=info.traffic_token):
+        # Ended (by its member or an admin) while we created it: nobody else knows of
+        # this sandbox, so it goes now rather than being left running.
+        backend.delete(info.id)
+        raise NotFound("No such session.")
+    return info.id
+
+
+def session_spec(session: SandboxSession, config: SandboxConfig, version: int) -> SandboxSpec:
+    """The config's spec, booting from its skill snapshot when it has one built under the
+    current identity (reference 9.1 step 5), so installed skills are there."""
+    doc = config.config
+    spec = document.spec_for(doc, labels(
+        session.tenant_id, session_id=session.id, binding_version=version,
+        provider=doc["sandbox_type"], config_id=config.id, purpose="session"))
+    return dataclasses.replace(spec, template=skill_image.boot_template(doc))
+
+
+def pause_idle(now=None) -> int:
+    """Pause bound Docker sandboxes idle past their TTL (E2B/Cube pause themselves)."""
+    now = now or utcnow()
+    paused = 0
+    rows = db.session.scalars(select(SandboxSession).where(
+        SandboxSession.binding_state == BindingState.bound,
+        SandboxSession.provider == "docker"))
+    for session in list(rows):
+        config = db.session.get(SandboxConfig, session.sandbox_config_id)
+        if config is None or config.deleted_at is not None:
+            continue
+        ttl = session_spec(session, config, session.binding_version).timeout_sec
+        last = session.last_used_at or session.sandbox_created_at
+        if last and now - last > timedelta(seconds=ttl):
+            try:
+                backend = backend_for(config.config)
+                if backend.get(session.sandbox_id).state == SandboxState.running:
+                    backend.pause(session.sandbox_id)
+                    paused += 1
+            except BackendError as exc:
+                log.warning("pausing idle sandbox of session %s failed: %s", session.id,
+                            exc.reason)
+    return paused
+
+
+def _claim(session: SandboxSession) -> bool:
+    now = utcnow()
+    result = db.session.execute(
+        update(SandboxSession).where(
+            SandboxSession.id == session.id,
+            or_(SandboxSession.binding_state == BindingState.none,
+                (SandboxSession.binding_state == BindingState.creating)
+                & (SandboxSession.claimed_at < now - CLAIM_EXPIRY)))
+        .values(binding_state=BindingState.creating, claimed_at=now))
+    db.session.commit()
+    return result.rowcount == 1
+
+
+def _bind(session: SandboxSession, sandbox_id: str, version: int, config: SandboxConfig,
+          policy: dict[str, Any] | None, traffic_token: str | None = None) -> bool:
+    """Record the binding; False when the session was ended meanwhile."""
+    values: dict[str, Any] = {
+        "binding_state": BindingState.bound, "sandbox_id": sandbox_id, "traffic_token": None,
+        "binding_version": version, "provider": config.config["sandbox_type"],
+        "sandbox_created_at": utcnow(), "claimed_at": None, "stale": False,
+        "skill_generation": _generation(config)}
+    if policy is not None:
+        values["policy"] = policy
+    if traffic_token is not None:
+        values["traffic_token"] = traffic_token
+    result = db.session.execute(update(SandboxSession).where(SandboxSession.id == session.id)
+                                .values(**values))
+    db.session.commit()
+    return result.rowcount == 1
+
+
+def unbind(session: SandboxSession) -> None:
+    db.session.rollback()
+    db.session.execute(update(SandboxSession).where(SandboxSession.id == session.id).values(
+        binding_state=BindingState.none, sandbox_id=None, claimed_at=None, traffic_token=None))
+    db.session.commit()
+
+
+def _discard(session: SandboxSession, backend: Backend) -> None:
+    if session.sandbox_id:
+        backend.delete(session.sandbox_id)
+    unbind(session)
+
+
+def session_filter(session: SandboxSession) -> dict[str, str]:
+    return labels(session.tenant_id, session_id=session.id, config_id=session.sandbox_config_id)
+
+
+def _generation(config: SandboxConfig) -> int:
+    return skill_image.generation(config.config)
+
+
+def _rebuilds(config: SandboxConfig) -> bool:
+    """Skill rollout `next_turn` rebuilds on next use; `new_session` only for new sessions."""
+    return config.config.get("skill_rollout") != "new_session"
+
+
+def _policy_summary(spec: SandboxSpec) -> dict[str, Any]:
+    """What the sandbox was created with, minus any secret (header values, inject secrets)."""
+    policy = spec.network
+    return {"allow_internet_access": policy.allow_internet_access,
+            "allow_out": list(policy.allow_out), "deny_out": list(policy.deny_out),
+            "cube_rules": len(policy.cube_rules), "e2b_host_rules": len(policy.host_rules)}

@@ -1,0 +1,109 @@
+"""One install run (reference 7.2 with decisions 8), as the `install_skill` job runs it.
+
+accepted 10 -> sandbox_ready 25 -> seeding 28 -> seeded 35 -> agent 35..79 (one event per
+command, and its output) -> agent_done 80 -> verify_note 80 -> verified 90 -> manifest,
+env declarations, scratch cleanup -> snapshot and pointer switch -> row ready, `served`
+cleared -> live sessions marked stale -> done 100.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from app.backends.base import SandboxPathNotFound
+from app.extensions import db
+from app.models import EventKind, InstalledSkill, InstallStatus, SnapshotTrigger
+from app.services.sandboxes import image
+from app.services.skills import store
+from app.services.skills.installs import plan
+from app.services.skills.installs.run import Run, RunFailed, Stopped
+
+
+def install(job_id: str, skill_id: str,
+            on_progress: Callable[[int, str], None] | None = None) -> dict[str, Any]:
+    """Run the install the row asks for, if this job is still the one it names."""
+    row = db.session.get(InstalledSkill, skill_id)
+    if row is None or row.deleted_at is not None or row.status != InstallStatus.installing \
+            or row.job_id != job_id or row.stop_requested_at is not None:
+        return {"status": "skipped", "error": "this run is no longer wanted by the skill"}
+    run = InstallRun(row, job_id, on_progress)
+    run.bind()
+    return run.execute(run.steps)
+
+
+class InstallRun(Run):
+    status = InstallStatus.installing
+    first_percent = 10
+
+    def steps(self) -> dict[str, Any]:
+        config = self.config()
+        files = self.files()
+        self.boot(config, image.boot_template(config.config), 25)
+        directory = plan.skill_dir(self.name)
+        self.root(plan.reset_script(directory))
+        self.events.emit("seeding", 28, message=f"seeding {len(files.data)} files")
+        self.backend.extract_tar(self.sandbox_id, directory, files.tar())
+        self.events.emit("seeded", 35)
+        for count, command in enumerate(plan.commands(files), start=1):
+            self.step(command, directory, count)
+        self.events.emit("agent_done", 80)
+        self.verify(files, directory)
+        self.events.emit("verified", 90)
+        envs = self.finish_tree(files, directory)
+        snapshot_id = self.snapshot(config, SnapshotTrigger.install)
+        self.ready(snapshot_id, envs)
+        image.mark_stale(self.config())
+        self.events.emit("done", 100, status="ready")
+        return {"status": "ready", "snapshot_id": snapshot_id}
+
+    def files(self) -> plan.Files:
+        try:
+            with store.blobs().open(self.row.bundle_ref) as archive:
+                return plan.Files.from_zip(archive)
+        except Exception as exc:  # a missing or unreadable archive is the admin's to fix
+            raise RunFailed("The skill's stored archive could not be read; register the "
+                            "skill again and reinstall.") from exc
+
+    def verify(self, files: plan.Files, directory: str) -> None:
+        """Reference 7.2 step 13: declared files present, packages importable, scripts
+        parse; every finding is a non-fatal `verify_note`."""
+        listing = json.dumps(sorted(files.data))
+        result = self.root(plan.verify_command(), directory,
+                           timeout=min(self.command_timeout, 120),
+                           env={"SANDLOT_VERIFY_FILES": listing})
+        notes = [line for line in result.stdout.splitlines() if line.strip()]
+        if result.exit_code != 0 and not notes:
+            notes = ["verification could not run in this sandbox image (python3 missing?)"]
+        for note in notes[:50]:
+            self.events.emit("verify_note", 80, kind=EventKind.note, message=note)
+
+    def finish_tree(self, files: plan.Files, directory: str) -> list[dict[str, Any]]:
+        """Manifest entry, env declarations (7.4), scratch cleanup (7.2 steps 14-16)."""
+        entry = {"version": self.row.version, "bundle_sha256": self.row.bundle_sha256}
+        manifest = self.root(plan.manifest_command(self.name, entry))
+        if manifest.exit_code != 0:
+            self.events.note("the manifest could not be updated (python3 missing?)")
+        try:
+            declared = self.backend.read_file(self.sandbox_id,
+                                              f"{directory}/{plan.ENV_DECLARATIONS}", user="root")
+        except SandboxPathNotFound:
+            declared = None
+        envs = plan.declarations(declared, files)
+        if envs:
+            self.events.note("declared environment variables: "
+                             + ", ".join(e["name"] for e in envs))
+        self.root(plan.CLEANUP)
+        return envs
+
+    def ready(self, snapshot_id: str, envs: list[dict[str, Any]]) -> None:
+        """Reference 7.2 step 18; admin values of names still declared are carried over."""
+        names = {e["name"] for e in envs}
+        kept = {k: v for k, v in (self.row.env_values or {}).items() if k in names}
+        if not self.update_row(status=InstallStatus.ready, installed_snapshot_id=snapshot_id,
+                               error=None, served=None, envs=envs, env_values=kept or None,
+                               installing_since=None):
+            # Stopped or superseded after the switch: the row says so, and the events must
+            # not claim `done`. A later removal still finds this build in the ledger.
+            raise Stopped()

@@ -1,0 +1,1 @@
+"""Sign-in, the account page, members, invitations and API keys."""

@@ -1,0 +1,1 @@
+"""The playground: a session's console and its runs."""

@@ -1,0 +1,69 @@
+"""The Playground's runs (issue 11 item 1): a command that outlives the request shows as
+running, with its elapsed time, its output so far and a Stop button, in a fragment the
+page polls once a second until the run ends; the session's history is read from the runs
+table, so it survives a reload."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import render_template
+
+from app.auth.guards import guard
+from app.errors import AppError
+from app.extensions import db
+from app.models import ExecRun, Role, RunStatus, SandboxSession
+from app.models.types import utcnow
+from app.services.sessions import lifecycle, runs
+from app.tenancy import current_tenant, principal
+from app.web import bp
+from app.web._helpers import notice
+
+HISTORY = 20
+STATUS_LABELS = {RunStatus.running: "Running", RunStatus.succeeded: "Succeeded",
+                 RunStatus.failed: "Failed", RunStatus.timed_out: "Timed out",
+                 RunStatus.cancelled: "Stopped"}
+
+
+def run_view(run: ExecRun) -> dict[str, Any]:
+    """What a transcript entry of a stored run shows."""
+    running = run.status == RunStatus.running
+    end = run.finished_at or utcnow()
+    return {"id": run.id, "session_id": run.session_id, "command": run.command,
+            "status": run.status.value, "label": STATUS_LABELS[run.status],
+            "running": running, "exit_code": run.exit_code,
+            "elapsed_s": max(0, int((end - run.created_at).total_seconds())),
+            "duration_ms": run.duration_ms, "stdout": run.stdout, "stderr": run.stderr,
+            "truncated": run.truncated, "error": run.error,
+            "cancel_requested": run.cancel_requested,
+            "can_stop": running and not run.cancel_requested}
+
+
+def history(session: SandboxSession) -> list[dict[str, Any]]:
+    """The session's latest runs, oldest first (as a transcript reads)."""
+    return [run_view(r) for r in reversed(runs.list_runs(session, HISTORY))]
+
+
+def _own_run(session_id, run_id) -> tuple[SandboxSession, ExecRun]:
+    session = lifecycle.get_session(current_tenant(), principal().user, str(session_id))
+    return session, runs.get_run(session, str(run_id))
+
+
+@bp.get("/playground/<uuid:session_id>/runs/<uuid:run_id>")
+@guard(Role.viewer)
+def playground_run(session_id, run_id):
+    _, run = _own_run(session_id, run_id)
+    return render_template("playground/_exec_run.html", run=run_view(run))
+
+
+@bp.post("/playground/<uuid:session_id>/runs/<uuid:run_id>/stop")
+@guard(Role.viewer)
+def playground_stop_run(session_id, run_id):
+    session, run = _own_run(session_id, run_id)
+    try:
+        runs.cancel(session, run)
+    except AppError as err:
+        db.session.rollback()
+        body = render_template("playground/_exec_run.html", run=run_view(run))
+        return notice(body, err.message, "error"), 200
+    return render_template("playground/_exec_run.html", run=run_view(run))

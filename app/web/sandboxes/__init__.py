@@ -1,0 +1,1 @@
+"""Sandbox config pages: list, editor form, check, sessions and templates."""

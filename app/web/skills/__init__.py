@@ -1,0 +1,1 @@
+"""Skill catalog pages: browse, add, manage."""
