@@ -39,9 +39,9 @@ for path in (ROOT, ROOT / "bench"):
 
 from bench_exec import write_section  # noqa: E402
 
-from app.backends import docker_reap  # noqa: E402
 from app.backends.base import SandboxSpec  # noqa: E402
-from app.backends.docker import DockerBackend  # noqa: E402
+from app.backends.docker import reap as docker_reap  # noqa: E402
+from app.backends.docker.backend import DockerBackend  # noqa: E402
 
 TRIES = int(os.environ.get("BENCH_REAP_TRIES", "20"))
 TIMEOUT_SEC = 2

@@ -299,7 +299,7 @@ def test_a_timeout_whose_leftovers_the_host_cannot_reach_says_so(
         docker_harness: Harness, monkeypatch: pytest.MonkeyPatch):
     # An engine on another host (or no root here): only the in-container process-group
     # kill applies, and the run's result says what could not be done.
-    from app.backends import docker_reap
+    from app.backends.docker import reap as docker_reap
 
     info = _create(docker_harness)
     monkeypatch.setattr(docker_reap, "available", lambda host: False)

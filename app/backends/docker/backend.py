@@ -8,7 +8,7 @@ disk of its own for the places it may write (docker_disk.py). Commands run throu
 `docker exec` as the image's unprivileged `sandbox` user (uid 1000) unless root is
 asked for, under `timeout -s KILL` so the deadline holds inside the container, with a
 host-side deadline a little later as a backstop; after a timeout whatever the command
-left outside its process group is killed from the host (docker_reap.py).
+left outside its process group is killed from the host (reap.py).
 
 Only containers carrying `sandlot_*` labels are ours: everything else on the engine is
 invisible to this backend (get/exec/delete answer SandboxNotFound, list skips it).
