@@ -117,8 +117,8 @@ def before(backend: DockerBackend, sandbox: str) -> tuple[float, bool]:
     for the reaping (zombies are not listed in cgroup.procs)."""
     real = docker_reap.reap
 
-    def old_reap(init_pid, since_ticks, roots):  # noqa: ANN001, ANN202
-        OLD.reap(init_pid, since_ticks, roots() if callable(roots) else roots)
+    def old_reap(init_pid, since_ticks, protected_roots=(), targets=()):  # noqa: ANN001, ANN202
+        OLD.reap(init_pid, since_ticks, set(protected_roots))  # no other exec runs here
         return docker_reap.Reaped(0, True)
 
     docker_reap.reap = old_reap

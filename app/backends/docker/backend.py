@@ -466,25 +466,18 @@ class DockerBackend(DockerFiles, DockerImages):
                                 exec_id)
 
     def _reap(self, data: dict[str, Any], since_ticks: int, exec_id: str) -> str:
-        """After a timeout or a cancel: kill what the exec left outside its process
-        group, sparing the container's init and every other exec still running
-        (docker_reap). Returns a sentence for the run's result when leftovers may
-        remain, else ""."""
+        """After a timeout or a cancel: kill the exec and what it left outside its
+        process group, sparing the container's init and every other exec still running
+        (reap.py). Returns a sentence for the run's result when leftovers may remain,
+        else ""."""
         if not docker_reap.available(self.settings.host):
             return ("processes this command may have left outside its process group "
                     "cannot be ended from here: the Docker engine is not on this host")
-
-        def live_execs() -> set[int]:
-            with self._errors("inspect"):
-                others = set()
-                for other in self.api.inspect_container(data["Id"]).get("ExecIDs") or ():
-                    if other != exec_id:
-                        info = self.api.exec_inspect(other)
-                        if info.get("Running") and info.get("Pid"):
-                            others.add(int(info["Pid"]))
-                return others
-
-        reaped = docker_reap.reap(int(data["State"].get("Pid") or 0), since_ticks, live_execs)
+        with self._errors("exec inspect"):
+            info = self.api.exec_inspect(exec_id)
+        target = [int(info["Pid"])] if info.get("Running") and info.get("Pid") else []
+        reaped = docker_reap.reap(int(data["State"].get("Pid") or 0), since_ticks,
+                                  targets=target)
         if reaped.settled:
             return ""
         return ("some processes this command left were still exiting when it ended; "

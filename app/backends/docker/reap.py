@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,14 +198,34 @@ def _main_process(init_pid: int, stats: dict[int, tuple[int, int, bool]]) -> int
     return min(children)[1] if children else None
 
 
+def _outside(pid: int, cgroup_line: str) -> bool:
+    """Whether a live process is outside the container (a pid that is gone, or is
+    exiting inside it, is not: its children are being handed to the container's init)."""
+    try:
+        with open(f"/proc/{pid}/cgroup") as membership:
+            return cgroup_line not in membership.read().splitlines()
+    except OSError:
+        return False
+
+
 class _Sweep:
     """One sweep's state: the leftovers signalled so far (pid -> start ticks)."""
 
-    def __init__(self, group: _Cgroup, init_pid: int, since_ticks: int, protected: set[int]):
+    def __init__(self, group: _Cgroup, init_pid: int, since_ticks: int,
+                 protected: Iterable[int], targets: Iterable[int]):
         self.group, self.init_pid, self.since = group, init_pid, since_ticks
-        self.protected = protected
+        self.protected, self.targets = set(protected), set(targets)
         self.main: int | None = None
         self.victims: dict[int, int] = {}
+
+    def exec_roots(self, stats: dict[int, tuple[int, int, bool]]) -> set[int]:
+        """The processes the engine started for other execs, read from the process tree:
+        an exec's first process is the only kind whose parent is outside the container
+        (the engine's shim); leftovers and their children always have their parent, or
+        the init they were handed to, inside. The execs being ended are not spared."""
+        return {pid for pid, (parent, _, _) in stats.items()
+                if pid != self.init_pid and pid not in self.targets and parent not in stats
+                and _outside(parent, self.group.line)}
 
     def kill_pass(self) -> int:
         """Signal every leftover not signalled yet; how many were new (-1: the cgroup
@@ -216,11 +236,11 @@ class _Sweep:
         stats = {pid: stat for pid in pids if (stat := _stat(pid))}
         parents = {pid: stat[0] for pid, stat in stats.items()}
         self.main = self.main or _main_process(self.init_pid, stats)
+        spared = self.protected | self.exec_roots(stats)
         new = 0
         for pid, (_, start, zombie) in stats.items():
             if (pid in (self.init_pid, self.main) or start < self.since or zombie
-                    or self.victims.get(pid) == start
-                    or _under(pid, parents, self.protected)):
+                    or self.victims.get(pid) == start or _under(pid, parents, spared)):
                 continue
             if _kill(pid, self.group.line):
                 self.victims[pid] = start
@@ -236,20 +256,22 @@ class _Sweep:
         return not self.victims
 
 
-def reap(init_pid: int, since_ticks: int,
-         protected_roots: set[int] | Callable[[], set[int]]) -> Reaped:
+def reap(init_pid: int, since_ticks: int, protected_roots: Iterable[int] = (),
+         targets: Iterable[int] = ()) -> Reaped:
     """SIGKILL every process of the container started at or after `since_ticks` that
-    is not its init, its main process nor under one of `protected_roots` (the pids of
-    other live execs, or a function that gives them: it is called while the container
-    is frozen, so an exec started just before the sweep is spared too), then wait until
-    they are reaped."""
+    is not its init, its main process, nor under another exec still running there or
+    one of `protected_roots`; the first processes of the execs in `targets` (host pids)
+    and all under them are killed too. Then wait until they are reaped.
+
+    Other execs are told apart by the process tree while the container is frozen, not by
+    asking the engine: no call that can wait on the engine is made while the container
+    cannot run, and an exec started just before the sweep is spared as well."""
     group = _cgroup(init_pid) if init_pid > 1 else None
     if group is None or group.line.endswith(":/"):
         return Reaped(0, True)  # not in a container's own cgroup: never sweep the host's
     deadline = time.monotonic() + WAIT_SEC
+    sweep = _Sweep(group, init_pid, since_ticks, protected_roots, targets)
     with _frozen(group):
-        roots = protected_roots() if callable(protected_roots) else protected_roots
-        sweep = _Sweep(group, init_pid, since_ticks, roots)
         if sweep.kill_pass() < 0:
             return Reaped(0, True)
     # Thawed: what was signalled dies now. Unfrozen (no freezer, or it did not settle)
