@@ -42,6 +42,7 @@ from bench_exec import write_section  # noqa: E402
 from app.backends.base import SandboxSpec  # noqa: E402
 from app.backends.docker import reap as docker_reap  # noqa: E402
 from app.backends.docker.backend import DockerBackend  # noqa: E402
+from tests.load import busy_cores  # noqa: E402
 
 TRIES = int(os.environ.get("BENCH_REAP_TRIES", "20"))
 TIMEOUT_SEC = 2
@@ -50,18 +51,6 @@ BOMB = "(bomb() { bomb | bomb & }; bomb); while :; do :; done"
 DOCS = ROOT / "docs" / "benchmarks.md"
 SECTION = "## Fork bomb: from its timeout to the next command's answer"
 LIMITS = (256, 4096)
-
-
-@contextmanager
-def busy_cores() -> Iterator[None]:
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-                for _ in range(os.cpu_count() or 2)]
-    try:
-        yield
-    finally:
-        for spinner in spinners:
-            spinner.kill()
-            spinner.wait()
 
 
 @contextmanager

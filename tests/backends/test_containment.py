@@ -10,8 +10,6 @@ are what is under test, not limits a test passed by hand.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +21,7 @@ from app.backends.base import SandboxInfo
 from app.backends.docker import disk as docker_disk
 from app.errors import ValidationFailed
 from app.services.sandboxes import document as sandbox_doc
+from tests import load
 from tests.backends.conftest import BASE_IMAGE, Harness
 
 # Lists the processes of a sandbox as "pid args", without ps (not in the image).
@@ -102,15 +101,8 @@ def test_a_stored_limit_above_a_lowered_maximum_is_capped(app):
 
 @pytest.fixture
 def busy_cores() -> Iterator[None]:
-    """Every core of the machine kept busy for the test (a loaded CI host), then freed."""
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-                for _ in range(os.cpu_count() or 2)]
-    try:
+    with load.busy_cores():
         yield
-    finally:
-        for spinner in spinners:
-            spinner.kill()
-            spinner.wait()
 
 
 # How many bombs each variant sets off in a row (issue 30 asks for 20 on a busy machine:
