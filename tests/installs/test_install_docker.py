@@ -136,3 +136,40 @@ def test_the_skill_image_carries_no_config_secret(world):
     session_id = open_session(world["member"], config["id"])
     seen = run(world["member"], session_id, "cat seen.txt", skill="tokened")
     assert seen["stdout"] == "token-seen\n"  # the installer's command did see the value
+
+
+DECLARING_SH = b"""#!/bin/sh
+mkdir -p .weknora
+if [ "$DECLARE" = broken ]; then
+    printf '{"env": [' > .weknora/requirements.json
+else
+    printf '{"env": [{"name": "GREETING_NAME", "required": true}]}' > .weknora/requirements.json
+fi
+"""
+
+
+def test_a_reinstall_without_a_usable_declaration_keeps_the_declared_names_and_values(world):
+    """Reference 7.4 on reinstall: an unparseable declaration keeps what the skill had, so
+    the admin's value still satisfies the required name (it was dropped, and the member
+    was then refused)."""
+    admin, member = world["admin"], world["member"]
+    config = docker_config(admin, "redeclared")
+    skill_id = install_zip(admin, config["id"], skill_zip(
+        "redeclared", {"install.sh": DECLARING_SH})).json["data"]["skill_id"]
+    assert wait_for(skill_id).status == "ready"
+    base = f"/api/v1/sandbox-configs/{config['id']}/skills/{skill_id}"
+    assert admin.patch(base, json={"envs": {"GREETING_NAME": "kept-7301"}}).status_code == 200
+    body = admin.get(f"/api/v1/sandbox-configs/{config['id']}").json["data"]
+    body["config"]["env_vars"] = {"DECLARE": "broken"}
+    assert admin.put(f"/api/v1/sandbox-configs/{config['id']}",
+                     json={"name": body["name"], "config": body["config"]}).status_code == 200
+
+    assert admin.post(f"{base}/reinstall").status_code == 202
+    assert wait_for(skill_id).status == "ready"
+
+    view = admin.get(base).json["data"]
+    assert [(e["name"], e["required"], e["is_set"]) for e in view["envs"]] == [
+        ("GREETING_NAME", True, True)]
+    out = run(member, open_session(member, config["id"]), "echo $GREETING_NAME",
+              skill="redeclared")
+    assert out["stdout"] == "kept-7301\n", out

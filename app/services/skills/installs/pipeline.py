@@ -79,7 +79,7 @@ class InstallRun(Run):
         for note in notes[:50]:
             self.events.emit("verify_note", 80, kind=EventKind.note, message=note)
 
-    def finish_tree(self, files: plan.Files, directory: str) -> list[dict[str, Any]]:
+    def finish_tree(self, files: plan.Files, directory: str) -> list[dict[str, Any]] | None:
         """Manifest entry, env declarations (7.4), scratch cleanup (7.2 steps 14-16)."""
         entry = {"version": self.row.version, "bundle_sha256": self.row.bundle_sha256}
         manifest = self.root(plan.manifest_command(self.name, entry))
@@ -94,11 +94,18 @@ class InstallRun(Run):
         if envs:
             self.events.note("declared environment variables: "
                              + ", ".join(e["name"] for e in envs))
+        elif envs is None and self.row.envs:
+            self.events.note("no usable environment variable declaration; the declared "
+                             "variables and their values are kept: "
+                             + ", ".join(e["name"] for e in self.row.envs))
         self.root(plan.CLEANUP)
         return envs
 
-    def ready(self, snapshot_id: str, envs: list[dict[str, Any]]) -> None:
-        """Reference 7.2 step 18; admin values of names still declared are carried over."""
+    def ready(self, snapshot_id: str, envs: list[dict[str, Any]] | None) -> None:
+        """Reference 7.2 step 18; admin values of names still declared are carried over,
+        and without a usable declaration (None) the stored ones stay as they were."""
+        if envs is None:
+            envs = list(self.row.envs or [])
         names = {e["name"] for e in envs}
         kept = {k: v for k, v in (self.row.env_values or {}).items() if k in names}
         if not self.update_row(status=InstallStatus.ready, installed_snapshot_id=snapshot_id,

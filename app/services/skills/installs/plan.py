@@ -165,47 +165,60 @@ CLEANUP = ("rm -rf /tmp/* /tmp/.[!.]* /run/desktop /root/.cache /root/.npm 2>/de
            "mkdir -p /workspace/input /workspace/output 2>/dev/null; true")
 
 
-def declarations(raw_json: bytes | None, files: Files) -> list[dict[str, Any]]:
+def declarations(raw_json: bytes | None, files: Files) -> list[dict[str, Any]] | None:
     """Reference 7.4: from `.weknora/requirements.json`, else SKILL.md frontmatter `env`;
-    at most 200 candidates looked at and 20 kept; UPPER_SNAKE up to 128 characters; the
-    name must occur literally in the bundle; reserved names dropped."""
+    more than 200 candidates yield none, at most 20 kept; UPPER_SNAKE up to 128
+    characters, trimmed; the name must occur literally in the bundle; reserved names
+    dropped; a rejected entry costs only itself.
+
+    None when there is no usable declaration (missing, unparseable, no `env` list, too
+    many candidates, or every entry rejected): a reinstall then keeps what it had. An
+    explicit empty list is a declaration of nothing."""
     candidates = _candidates(raw_json) if raw_json is not None else _frontmatter_env(files)
+    if candidates is None or len(candidates) > ENV_CANDIDATES:
+        return None
     kept: list[dict[str, Any]] = []
-    for item in candidates[:ENV_CANDIDATES]:
-        if not isinstance(item, dict):
-            continue
-        name = item.get("name")
-        if not isinstance(name, str) or not ENV_NAME.match(name) or len(name) > ENV_NAME_MAX:
-            continue
-        if is_reserved(name) or not files.mentions(name) or any(k["name"] == name for k in kept):
-            continue
-        description = item.get("description")
-        kept.append({"name": name, "required": bool(item.get("required")),
-                     "description": description[:ENV_DESCRIPTION_MAX]
-                     if isinstance(description, str) else ""})
-        if len(kept) == ENV_KEPT:
-            break
-    return kept
+    for item in candidates:
+        entry = _declared(item, files)
+        if entry is not None and all(k["name"] != entry["name"] for k in kept):
+            kept.append(entry)
+            if len(kept) == ENV_KEPT:
+                break
+    return kept if kept or not candidates else None
 
 
-def _candidates(raw: bytes) -> list[Any]:
+def _declared(item: Any, files: Files) -> dict[str, Any] | None:
+    if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+        return None
+    name = item["name"].strip()
+    if not ENV_NAME.match(name) or len(name) > ENV_NAME_MAX or is_reserved(name):
+        return None
+    if not files.mentions(name):
+        return None
+    description = item.get("description")
+    description = description.strip()[:ENV_DESCRIPTION_MAX] if isinstance(description, str) else ""
+    return {"name": name, "required": bool(item.get("required")), "description": description}
+
+
+def _candidates(raw: bytes) -> list[Any] | None:
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
-        return []
+        return None
     if isinstance(data, dict):
-        data = data.get("env") or data.get("envs") or data.get("env_vars") or []
-    return data if isinstance(data, list) else []
+        data = next((data[k] for k in ("env", "envs", "env_vars") if data.get(k) is not None),
+                    None)
+    return data if isinstance(data, list) else None
 
 
-def _frontmatter_env(files: Files) -> list[Any]:
+def _frontmatter_env(files: Files) -> list[Any] | None:
     text = files.data.get("SKILL.md", b"").decode("utf-8", "replace")
     if not text.startswith("---"):
-        return []
+        return None
     head = text[3:].split("\n---", 1)[0]
     try:
         meta = yaml.safe_load(head)
     except yaml.YAMLError:
-        return []
+        return None
     env = meta.get("env") if isinstance(meta, dict) else None
-    return env if isinstance(env, list) else []
+    return env if isinstance(env, list) else None
