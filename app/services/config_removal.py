@@ -1,7 +1,8 @@
-"""Deleting a sandbox config (reference 3.1.5, issue 11 item 6, decisions 9): cordon,
-refuse while sandboxes are live, release the config's skill snapshots, soft-delete, end
-members' sessions on a forced delete, forget its installed skills and members' values
-scoped to it, and collect the skill bundles nothing references any more.
+"""Deleting a sandbox config (reference 3.1.5, decisions 9 and 10): cordon, refuse while
+sandboxes are live (force or not), release the config's skill snapshots, soft-delete,
+forget its installed skills and members' values scoped to it, and collect the skill
+bundles nothing references any more. Forced past an unverifiable inventory, the config's
+session records end too, so their sandboxes are removed once the provider answers.
 
 An orchestrator over the sandboxes, sessions, skills and personal domains, so none of
 them needs another for it.
@@ -30,23 +31,22 @@ log = logging.getLogger("sandlot.sandbox_configs")
 
 
 def delete_config(tenant: Tenant, actor: Actor, row: SandboxConfig, force: bool = False) -> None:
-    """Reference 3.1.5 with issue 11 item 6: cordon, refuse while live, soft-delete. Force
-    overrides an unverifiable inventory and ends every member's sessions on the config
-    (their sandboxes are removed by jobs); it never overrides the live sandbox of an
-    install or a check in flight."""
+    """Reference 3.1.5: cordon, refuse while live, soft-delete. Force overrides an
+    unverifiable inventory (and a snapshot release that failed), never a live sandbox:
+    admins end those sessions first (decisions 10)."""
     stamp = configs.cordon(row)
     try:
         inventory = configs.take_inventory(row)
         if inventory.unverifiable and not force:
             raise configs.unverifiable()
-        if inventory.sandbox_count and (not force or inventory.sessionless):
+        if inventory.sandbox_count:
             raise configs.still_live(inventory)
         _release_snapshot(row, force)
     except Exception:
         configs.release(row, stamp)
         raise
-    if force:
-        ending.end_config_sessions(tenant, actor, row, inventory.session_ids)
+    if inventory.unverifiable:  # forced: whatever the provider holds goes once it answers
+        ending.end_config_sessions(tenant, actor, row)
     db.session.execute(update(SandboxConfig).where(SandboxConfig.id == row.id)
                        .values(deleted_at=utcnow(), cordoned_at=None))
     bundles = _forget_skills(row)

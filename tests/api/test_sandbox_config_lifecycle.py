@@ -142,16 +142,16 @@ def test_delete_protocol(two_tenants, admin_api, engine):
     response = admin_api.delete(f"{BASE}/{live['id']}")
     assert response.status_code == 409
     assert response.json["error"]["code"] == "sandboxes_still_live"
-    # Force ends the sessions (issue 11 item 6), even one whose record is already gone:
-    # its sandbox is removed by a job.
-    assert admin_api.delete(f"{BASE}/{live['id']}?force=true").json == {"success": True,
-                                                                      "data": None}
+    # Force overrides only an unverifiable inventory, never a live sandbox (reference
+    # 3.1.5, decisions 10): nothing is deleted, the sandbox stays.
+    forced = admin_api.delete(f"{BASE}/{live['id']}?force=true")
+    assert forced.status_code == 409, forced.json
+    assert forced.json["error"]["code"] == "sandboxes_still_live"
+    assert stored(live["id"]).deleted_at is None and stored(live["id"]).cordoned_at is None
+    assert engine[0].get(sandbox_id)
+    engine[0].delete(sandbox_id)  # its holder ended it
+    assert admin_api.delete(f"{BASE}/{live['id']}").json == {"success": True, "data": None}
     assert admin_api.get(f"{BASE}/{live['id']}").status_code == 404
-    assert stored(live["id"]).deleted_at is not None
-    job = db.session.scalar(select(Job).where(Job.kind == "remove_sandboxes"))
-    assert wait_for_terminal(job.id).result == {"outcome": "removed"}
-    with pytest.raises(SandboxNotFound):
-        engine[0].get(sandbox_id)
 
     idle = create(admin_api)
     assert admin_api.delete(f"{BASE}/{idle['id']}").json == {"success": True, "data": None}

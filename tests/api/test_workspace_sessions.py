@@ -2,7 +2,8 @@
 
 Attacks first: a member ending another member's session, another workspace's admin, an
 API key without full access. Then the real engine: an admin's end removes the member's
-container, a forced config delete ends every member's sessions, and a session whose
+container, a forced config delete never ends live sessions (the inventory drawer
+ends them), and a session whose
 engine is down still ends, its container left to the sweeper, which removes it once the
 engine answers again.
 """
@@ -40,6 +41,7 @@ from app.services.sessions import (
 from tests.backends.conftest import BASE_IMAGE
 from tests.jobs.helpers import wait_for_terminal
 from tests.sweeps.routes import make_sandbox_config
+from tests.web._support import post_form
 
 LIST = "/api/v1/workspace/sessions"
 CONFIGS = "/api/v1/sandbox-configs"
@@ -217,19 +219,30 @@ def test_an_admin_ends_a_members_session_and_its_container_goes(docker_world, en
     assert member.get(f"/api/v1/sessions/{session_id}").status_code == 404
 
 
-def test_a_forced_delete_ends_every_members_sessions(docker_world, engine, bearer):
+def test_a_forced_delete_never_ends_live_sessions_the_admin_ends_them_first(
+        docker_world, engine, bearer, login_as):
+    """Reference 3.1.5 and decisions 10: force overrides only an unverifiable inventory.
+    The inventory drawer's "End these sessions" ends them all; then the delete goes."""
     a, admin, config_id, member = docker_world
     _, first = start_sandbox(member, config_id)
     _, second = start_sandbox(bearer(a.viewer, a.tenant), config_id)
-    refused = admin.delete(f"{CONFIGS}/{config_id}")
-    assert refused.status_code == 409
-    assert refused.json["error"]["code"] == "sandboxes_still_live"
-    response = admin.delete(f"{CONFIGS}/{config_id}", query_string={"force": "true"})
-    assert response.status_code == 200, response.json
+    for query in ({}, {"force": "true"}):
+        refused = admin.delete(f"{CONFIGS}/{config_id}", query_string=query)
+        assert refused.status_code == 409, refused.json
+        assert refused.json["error"]["code"] == "sandboxes_still_live"
+    assert len(db.session.scalars(select(SandboxSession)).all()) == 2
+    assert not gone(engine, first) and not gone(engine, second)
+
+    client = login_as(a.admin, a.tenant)
+    page = client.get(f"/sandboxes/{config_id}/inventory").get_data(as_text=True)
+    assert "End these sessions" in page and "Force delete" not in page
+    ended = post_form(client, f"/sandboxes/{config_id}/sessions/end", htmx=True)
+    assert ended.status_code == 200
+    assert "2 sessions ended" in ended.get_data(as_text=True)
     assert db.session.scalar(select(SandboxSession)) is None
     settle_removal_jobs()
     assert gone(engine, first) and gone(engine, second)
-    assert db.session.scalar(select(SandboxRemoval)) is None
+    assert admin.delete(f"{CONFIGS}/{config_id}").status_code == 200
 
 
 def test_an_engine_that_is_down_leaves_the_orphan_to_the_sweeper(docker_world, engine, app,

@@ -453,12 +453,11 @@ def test_an_unreachable_engine_makes_the_inventory_unverifiable_until_forced(two
     assert service.list_configs(a.tenant) == []
 
 
-def test_force_never_deletes_a_config_under_a_live_install_or_check(two_tenants, login_as,
-                                                                      monkeypatch):
-    """Force ends members' sessions (issue 11 item 6), never a sandbox no session owns."""
+def test_force_never_deletes_a_config_with_live_sandboxes(two_tenants, login_as, monkeypatch):
+    """Force overrides only an unverifiable inventory (reference 3.1.5, decisions 10)."""
     a, _ = two_tenants
     row = docker(a)
-    live = Inventory(sandbox_count=1, session_ids=["sess-9"], sessionless=1)
+    live = Inventory(sandbox_count=1, session_ids=["sess-9"], sessionless=0)
     monkeypatch.setattr(service, "take_inventory", lambda *args, **kwargs: live)
     response = post_form(login_as(a.admin, a.tenant), f"/sandboxes/{row.id}/delete?force=1")
     assert response.status_code == 409

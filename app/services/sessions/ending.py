@@ -81,9 +81,10 @@ def schedule(removal: SandboxRemoval) -> str | None:
 
 def end_config_sessions(tenant: Tenant, actor: Actor, config: SandboxConfig,
                         live_session_ids: Iterable[str] = ()) -> int:
-    """Close every member's sessions on `config` (a forced delete) and queue removals,
-    also for live session sandboxes whose record is already gone (`live_session_ids` from
-    the inventory), so none outlives the config."""
+    """Close every member's sessions on `config` (the inventory drawer's "End these
+    sessions", or a delete forced past an unverifiable inventory) and queue removals, also
+    for live session sandboxes whose record is already gone (`live_session_ids` from the
+    inventory), so none outlives its session."""
     rows = list(db.session.scalars(select(SandboxSession).where(
         SandboxSession.tenant_id == tenant.id, SandboxSession.sandbox_config_id == config.id)))
     removals = [close(tenant, actor, session, "config deleted") for session in rows]

@@ -249,8 +249,8 @@ def confirm_delete_sandbox(config_id):
     if force_asked():
         return confirm_page(f"Force delete “{row.name}”?", "Force delete", action,
                             url_for("web.sandbox_inventory", config_id=row.id),
-                            "Every member's session on it ends; their sandboxes are removed "
-                            "as soon as the provider allows.")
+                            "Its provider cannot be listed now. Members' sessions on it end; "
+                            "their sandboxes are removed once the provider answers.")
     return confirm_page(f"Delete “{row.name}”?", "Delete", action, url_for("web.sandboxes"),
                         "Sandlot first checks that no sandbox created from it is still live.")
 
