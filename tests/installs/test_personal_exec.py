@@ -101,6 +101,26 @@ def test_members_values_reach_their_own_runs_only(world):
     assert db.session.get(InstalledSkill, skill_id) is not None
 
 
+def test_a_required_name_set_in_the_configs_env_vars_is_not_missing(world):
+    """Reference 8.4 (its later fix): create-time config env vars satisfy a required name;
+    the sandbox already has the value, so the run neither refuses nor captures it."""
+    admin, member = world["admin"], world["member"]
+    config = docker_config(admin, "baked", env_vars={"API_TOKEN": "baked-token"})
+    data = skill_zip("personal", {"install.sh": INSTALL_SH, "show.sh": SHOW})
+    skill_id = install_zip(admin, config["id"], data).json["data"]["skill_id"]
+    assert wait_for(skill_id, deadline_sec=120).status == "ready"
+    mine = open_session(member, config["id"])
+
+    response = exec_(member, mine, "sh show.sh; export API_TOKEN=hallucinated")
+    assert response.status_code == 200, response.json
+    assert response.json["data"]["missing_env"] == []
+    assert response.json["data"]["stdout"].startswith("token=baked-token region=")
+    assert _own(world["a"].contributor.id, "API_TOKEN") is None  # never captured
+    # A member's own value still wins over the sandbox's (it sits underneath everything).
+    put(member, skill_id, "API_TOKEN", "member-token")
+    assert out(member, mine).startswith("token=member-token")
+
+
 def _own(member_id, name):
     db.session.remove()
     row = db.session.scalar(select(PersonalEnvVar).where(

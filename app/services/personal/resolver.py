@@ -35,10 +35,13 @@ class Resolution:
     capturable: list[str] = field(default_factory=list)
 
 
-def resolve(who: Who, config_id: str, skill: InstalledSkill | None) -> Resolution:
+def resolve(who: Who, config_id: str, skill: InstalledSkill | None,
+            baked: frozenset[str] = frozenset()) -> Resolution:
     """The environment of one run for the caller; raises when their values are unreadable.
 
-    With no skill (a plain exec) only the caller's config-wide layer applies."""
+    With no skill (a plain exec) only the caller's config-wide layer applies. `baked`: the
+    names the config's `env_vars` give the sandbox itself; they satisfy a required name
+    and are never captured (the value is there already), nor added to the run again."""
     declared = personal_env.declared(skill) if skill is not None else []
     names = {e["name"] for e in declared}
     admin = skill.env_values or {} if skill is not None else {}
@@ -58,8 +61,9 @@ def resolve(who: Who, config_id: str, skill: InstalledSkill | None) -> Resolutio
                        code="personal_env_needs_reentry", data={"names": unreadable})
     for scope in scopes:  # config-wide first, then the skill's own: later wins
         env.update({r.name: r.value for r in own if r.skill_id == scope and r.value})
-    missing = [e["name"] for e in declared if e.get("required") and not env.get(e["name"])]
-    capturable = [n for n in (e["name"] for e in declared) if not env.get(n)]
+    unset = [n for n in (e["name"] for e in declared) if not env.get(n) and n not in baked]
+    missing = [e["name"] for e in declared if e.get("required") and e["name"] in unset]
+    capturable = unset
     return Resolution(env, missing, capturable)
 
 

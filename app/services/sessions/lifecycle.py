@@ -33,6 +33,7 @@ from app.services.personal import resolver
 from app.services.personal.values import Who
 from app.services.sandboxes import incidents
 from app.services.sandboxes.configs import cordoned
+from app.services.sandboxes.document import readable_env
 from app.services.sandboxes.provider import backend_for
 from app.services.sessions import binding as session_binding
 from app.services.sessions.run_output import LiveHooks
@@ -157,7 +158,8 @@ def _prepare(tenant: Tenant, user: User, session: SandboxSession, command: str,
     who = Who.user(tenant, user)
     installed = skill_exec.usable_skill(config, skill) if skill else None
     # The caller's layers (reference 8.4); unreadable values refuse the run here.
-    resolution = resolver.resolve(who, config.id, installed)
+    baked = frozenset(k for k, v in readable_env(config.config).items() if v)
+    resolution = resolver.resolve(who, config.id, installed, baked)
     if installed is not None and resolution.missing:
         raise resolver.refuse_missing(installed.name, resolution.missing)
     return config, installed, resolution
