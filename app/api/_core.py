@@ -54,10 +54,13 @@ def doc(summary: str, **kwargs: Any) -> Callable:
     return decorate
 
 
-def read_json() -> Any:
+def read_json(limit: int | None = None) -> Any:
     """The JSON body, parsed with bounds (depth, UTF-8), or the matching envelope error.
 
-    An over-long body is refused by MAX_CONTENT_LENGTH before it is read (413)."""
+    An over-long body (MAX_CONTENT_LENGTH, or `limit` bytes when given) is refused before
+    it is read or judged: 413, whatever else is wrong with it (decisions 13)."""
+    if limit is not None:
+        request.max_content_length = limit
     if not request.is_json:
         raise UnsupportedMediaType("Send a JSON body with Content-Type: application/json.")
     try:
@@ -67,9 +70,9 @@ def read_json() -> Any:
         raise BadRequest(err.message) from None
 
 
-def parse_body(schema: type[T]) -> T:
+def parse_body(schema: type[T], limit: int | None = None) -> T:
     """The JSON body validated against `schema`, or the matching envelope error."""
-    return parse_object(schema, read_json())
+    return parse_object(schema, read_json(limit))
 
 
 def parse_object(schema: type[T], payload: Any) -> T:

@@ -127,8 +127,7 @@ def list_installed_skills(config_id):
 def add_installed_skill(config_id):
     tenant, who, config = current_tenant(), principal(), _config(config_id)
     if request.mimetype.startswith("application/json"):
-        request.max_content_length = JSON_LIMIT
-        source = parse_body(SourceIn).source
+        source = parse_body(SourceIn, JSON_LIMIT).source
         return _accepted(service.add_from_source(tenant, who, config, source))
     if request.mimetype == "multipart/form-data" or request.mimetype in ZIP_TYPES:
         with upload_spool() as spool:
@@ -148,9 +147,9 @@ def get_installed_skill(config_id, skill_id):
 @guard(Role.admin, api_key=FULL_ACCESS)
 @doc("Enable or disable a skill and set the admin values of its declared variables "
      "(all or nothing)", request=SkillPatchIn, response=InstalledSkillOut,
-     errors=(400, 404, 415))
+     errors=(400, 404, 413, 415))
 def update_installed_skill(config_id, skill_id):
-    body = parse_body(SkillPatchIn)
+    body = parse_body(SkillPatchIn, JSON_LIMIT)
     row = installed_skill(config_id, skill_id)
     return ok(_out(service.update(current_tenant(), principal(), row, body.enabled, body.envs)))
 
@@ -167,11 +166,11 @@ def uninstall_installed_skill(config_id, skill_id):
 @bp.post(f"{ONE}/reinstall")
 @guard(Role.admin, api_key=FULL_ACCESS)
 @doc("Install the skill again from its stored archive", request=ReinstallIn,
-     response=SkillIdOut, status=202, errors=(400, 404, 409, 503))
+     response=SkillIdOut, status=202, errors=(400, 404, 409, 413, 503))
 def reinstall_installed_skill(config_id, skill_id):
     notes = None
     if request.content_length:
-        notes = parse_body(ReinstallIn).instructions
+        notes = parse_body(ReinstallIn, JSON_LIMIT).instructions
     row = installed_skill(config_id, skill_id)
     return _accepted(service.reinstall(current_tenant(), principal(), row, notes))
 
@@ -221,8 +220,8 @@ def get_installed_skill_guidance(config_id, skill_id):
 @bp.post(f"{ONE}/guidance")
 @guard(Role.admin, api_key=FULL_ACCESS)
 @doc("Send guidance to a running install: always 409, the installer takes none",
-     request=GuidanceIn, errors=(400, 404, 409, 415))
+     request=GuidanceIn, errors=(400, 404, 409, 413, 415))
 def send_installed_skill_guidance(config_id, skill_id):
-    parse_body(GuidanceIn)
+    parse_body(GuidanceIn, JSON_LIMIT)
     service.send_guidance(installed_skill(config_id, skill_id))
     return ok(None, 202)

@@ -191,8 +191,7 @@ def list_available_skills():
 def register_skill():
     tenant, who = current_tenant(), principal()
     if request.mimetype.startswith("application/json"):
-        request.max_content_length = JSON_LIMIT
-        row = service.register_source(tenant, who, parse_body(SourceIn).source)
+        row = service.register_source(tenant, who, parse_body(SourceIn, JSON_LIMIT).source)
     elif request.mimetype == "multipart/form-data" or request.mimetype in ZIP_TYPES:
         with upload_spool() as spool:
             row = service.register_upload(tenant, who, spool)

@@ -161,3 +161,16 @@ def test_install_by_source_upserts_the_catalog_and_accepts_a_run(world, sites):
     assert "src-skill" in names
     refused = world["admin"].post(world["base"], json={"source": "http://127.0.0.1:1/x.zip"})
     assert refused.status_code == 400
+
+
+@pytest.mark.parametrize("method, path", [("post", ""), ("patch", "/{skill}"),
+                                          ("post", "/{skill}/reinstall")])
+def test_a_body_over_64_kib_is_413_before_any_field_is_judged(world, method, path):
+    """Decisions 13: an oversize body is refused as such, even when it also carries
+    unknown fields (those would be 400 in a small body); nothing is written."""
+    url = world["base"] + path.format(skill=world["skill"])
+    body = {"source": "@owner/x", "unknown": "y" * (64 * 1024)}
+    response = getattr(world["admin"], method)(url, json=body)
+    assert response.status_code == 413, response.json
+    assert response.json["error"]["code"] == "payload_too_large"
+    assert world["jobs"].submitted == []
