@@ -1,8 +1,10 @@
 """Personal variables under /api/v1/me/env-vars (reference 3.4 and 8, decisions 9).
 
-Identity is the signed-in member only: the bodies have no principal field (an unknown
-field is refused like everywhere else) and API keys are refused, so no request can name,
-read, overwrite or delete another member's value. Values are never returned.
+Identity is the signed-in member only: the bodies have no principal field and API keys
+are refused, so no request can name, read, overwrite or delete another member's value.
+Unlike every other route, fields the route does not use are ignored rather than refused:
+the reference's clients send a principal or the other scope's id beside the body, and
+those must be neither obeyed nor an error (reference 8.1). Values are never returned.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from flask import g
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from app.api import bp
 from app.api._core import Out, Strict, doc, ok, parse_body, parse_query
@@ -26,13 +28,19 @@ VALUE_FIELD = Field(default=None, max_length=service.VALUE_MAX_BYTES,
                     description="Write only; never returned. Ignored by DELETE.")
 
 
-class SkillVarIn(Strict):
+class Ignoring(Strict):
+    """A body whose unknown fields are dropped unread (see the module docstring)."""
+
+    model_config = ConfigDict(extra="ignore", str_strip_whitespace=True)
+
+
+class SkillVarIn(Ignoring):
     skill_id: str | None = Field(default=None, max_length=64)
     name: str | None = NAME_FIELD
     value: str | None = VALUE_FIELD
 
 
-class SandboxVarIn(Strict):
+class SandboxVarIn(Ignoring):
     sandbox_config_id: str | None = Field(default=None, max_length=64)
     name: str | None = NAME_FIELD
     value: str | None = VALUE_FIELD

@@ -92,18 +92,37 @@ def test_other_member_sees_the_workspace_value_not_mine(w, bearer):
     assert skill_vars(groups(other), sk.id)["REGION"]["source"] == "workspace"
 
 
-def test_a_principal_field_in_the_body_is_refused_and_changes_nothing(w, bearer):
-    a, _, _, sk, member, _ = w
+def test_fields_naming_someone_else_or_the_other_scope_are_ignored_never_obeyed(w, bearer):
+    """Reference 8.1: the body has no principal; what the reference's clients send beside
+    it (a principal, a user id, the other scope's id) is ignored, not refused, and never
+    obeyed: the value is the signed-in member's, on the scope the route names."""
+    a, _, cfg, sk, member, _ = w
     admin = bearer(a.admin, a.tenant)
+    other = config(a.tenant, "beta")
     assert put_skill(admin, sk.id, "API_TOKEN", "admins-own").status_code == 200
-    before = _tokens()
-    for extra in ({"principal_id": str(a.admin.id)}, {"principal_type": "user"},
-                  {"user_id": a.admin.id}):
-        error(put_skill(member, sk.id, "API_TOKEN", "hijack", **extra), 400)
-        error(member.delete(f"{ME}/skill", json={"skill_id": sk.id, "name": "API_TOKEN",
-                                                  **extra}), 400)
-    assert _tokens() == before
-    assert skill_vars(groups(member), sk.id)["API_TOKEN"]["source"] == "unset"
+    naming_the_admin = {"principal_id": str(a.admin.id), "principal_type": "user",
+                        "user_id": a.admin.id, "sandbox_config_id": other}
+    assert put_skill(member, sk.id, "API_TOKEN", "members-own",
+                     **naming_the_admin).status_code == 200
+    wide = member.put(f"{ME}/sandbox", json={"sandbox_config_id": cfg, "name": "WIDE",
+                                             "value": "members-wide", "skill_id": sk.id,
+                                             "principal_id": str(a.admin.id)})
+    assert wide.status_code == 200, wide.json
+    rows = db.session.scalars(select(PersonalEnvVar)).all()
+    assert sorted((r.principal_id, r.sandbox_config_id, r.skill_id, r.name) for r in rows) == \
+        sorted([(str(a.admin.id), cfg, sk.id, "API_TOKEN"),
+                (str(a.contributor.id), cfg, sk.id, "API_TOKEN"),
+                (str(a.contributor.id), cfg, "", "WIDE")])
+    assert skill_vars(groups(admin), sk.id)["API_TOKEN"]["source"] == "user"
+    # Deleting "the admin's" value deletes the member's own; the admin's stays.
+    assert member.delete(f"{ME}/skill", json={"skill_id": sk.id, "name": "API_TOKEN",
+                                              **naming_the_admin}).status_code == 200
+    db.session.expire_all()
+    assert sorted(r.value for r in db.session.scalars(select(PersonalEnvVar))) == [
+        "admins-own", "members-wide"]
+    # Other routes still refuse what they do not know.
+    assert admin.patch(f"/api/v1/sandbox-configs/{cfg}/skills/{sk.id}",
+                       json={"enabled": True, "user_id": 1}).status_code == 400
 
 
 def test_a_member_cannot_delete_or_overwrite_another_members_value(w, bearer):
@@ -198,8 +217,7 @@ def test_the_config_comes_from_the_skill_row(w):
     other = config(a.tenant, "other")
     response = member.put(f"{ME}/skill", json={"skill_id": sk.id, "name": "API_TOKEN",
                                                "value": "v", "sandbox_config_id": other})
-    error(response, 400)  # not a field of this body
-    assert put_skill(member, sk.id, "API_TOKEN").status_code == 200
+    assert response.status_code == 200, response.json  # not a field of this body: ignored
     row = db.session.scalar(select(PersonalEnvVar))
     assert row.sandbox_config_id == sk.sandbox_config_id and row.skill_id == sk.id
 
