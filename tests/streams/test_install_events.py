@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 
 import pytest
 
@@ -133,6 +134,32 @@ def test_a_finished_removal_is_synthesised_as_removed(app, two_tenants, serve, f
     assert stream.ended.wait(5)
     assert [f["stage"] for f in stream.frames] == ["accepted", "sandbox_ready", "removed",
                                                    "done"]
+    assert stream.frames[-1] == {"percent": 100, "stage": "done", "status": "removed",
+                                 "done": True}
+
+
+def test_a_removal_not_yet_started_does_not_replay_the_installs_ready(app, two_tenants,
+                                                                      serve, fast):
+    """Between the uninstall's 202 and its run's start the row still names the install's
+    run, whose last frame is `done`/`ready`: old news, not this removal's verdict. The
+    stream follows the removal and ends `removed` once the row goes away."""
+    a, _ = two_tenants
+    row = make_skill(a.tenant)
+    log_for(row).emit("done", 100, status="ready")
+    row.status = InstallStatus.removing
+    db.session.commit()
+    stream = read_stream(serve(app), url_of(row), token(app, a.admin, a.tenant))
+    time.sleep(0.8)
+    assert not stream.ended.is_set(), stream.frames
+    row.install_message_id = str(uuid.uuid4())  # the removal run starts and names itself
+    db.session.commit()
+    removal = log_for(row)
+    removal.emit("accepted", 5)
+    removal.emit("removed", 60)
+    row.deleted_at = utcnow()
+    db.session.commit()
+    assert stream.ended.wait(5)
+    assert all(f.get("status") != "ready" for f in stream.frames), stream.frames
     assert stream.frames[-1] == {"percent": 100, "stage": "done", "status": "removed",
                                  "done": True}
 

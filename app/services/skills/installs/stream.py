@@ -129,9 +129,12 @@ def follow_progress(tenant_id: int, row: InstalledSkill, waiter: queue.SimpleQue
         frame = progress_frame(last)
         assert frame is not None
         percent, cursor = last.percent, max(cursor, last.id)
-        yield sse(frame)
-        if frame["done"]:
-            return
+        # A verdict while the row is in flight is an earlier run's (a removal or reinstall
+        # accepted, its run not started yet): old news, so follow the new run instead.
+        if not (frame["done"] and row.status in IN_FLIGHT):
+            yield sse(frame)
+            if frame["done"]:
+                return
     verdict = terminal_frame(_row(skill_id))
     if verdict is not None:
         yield sse(verdict)
