@@ -220,3 +220,32 @@ def test_a_capability_key_passes_real_capability_routes_only(app, two_tenants):
     export = with_key(app, plaintext, "POST", "/api/v1/audit/export")
     assert export.status_code == 403
     assert with_key(app, plaintext, "GET", ME).status_code == 200
+
+
+def test_a_capability_key_reads_the_jobs_it_started_and_no_other(app, two_tenants, admin_api,
+                                                                   monkeypatch):
+    """A manage_vector_stores key may run the sandbox check; when the check outlasts the
+    wait the answer is a job id, which the key must be able to follow. Any other job, the
+    admin's or another key's, stays out of its reach."""
+    from app.models import Job
+    from tests.sweeps.routes import make_sandbox_config
+
+    a, _ = two_tenants
+    monkeypatch.setitem(app.config, "SANDBOX_CHECK_WAIT_SECONDS", 0)
+    monkeypatch.setitem(app.config, "SANDBOX_ALLOW_PRIVATE_ENDPOINTS", True)
+    config_id = make_sandbox_config(a.tenant)  # a closed loopback port: nothing is reached
+    _, mine = factories.make_key(a.tenant, full_access=False, capabilities=(CAPABILITY,))
+    _, other = factories.make_key(a.tenant, full_access=False, capabilities=(CAPABILITY,))
+    started = with_key(app, mine, "POST", "/api/v1/system/sandbox-check",
+                       json={"config_id": config_id})
+    assert started.status_code == 202, started.get_json()
+    job_id = started.get_json()["data"]["job_id"]
+    read = with_key(app, mine, "GET", f"/api/v1/jobs/{job_id}")
+    assert read.status_code == 200, read.get_json()
+    assert read.get_json()["data"]["id"] == job_id
+
+    assert with_key(app, other, "GET", f"/api/v1/jobs/{job_id}").status_code == 404
+    export = admin_api.post("/api/v1/audit/export").get_json()["data"]["job"]["id"]
+    assert with_key(app, mine, "GET", f"/api/v1/jobs/{export}").status_code == 404
+    assert admin_api.get(f"/api/v1/jobs/{job_id}").status_code == 200  # admins read all
+    assert db.session.get(Job, job_id).api_key_id is not None

@@ -5,7 +5,8 @@ from __future__ import annotations
 from app.api import bp
 from app.api._core import Out, doc, ok, project
 from app.api.schemas import JobOut
-from app.auth.guards import FULL_ACCESS, guard
+from app.auth.guards import ANY_KEY, FULL_ACCESS, guard
+from app.errors import NotFound
 from app.models import Job, Role
 from app.services import jobs
 from app.tenancy import get_or_404, principal
@@ -16,10 +17,14 @@ class JobAccepted(Out):
 
 
 @bp.get("/jobs/<uuid:job_id>")
-@guard(Role.admin, api_key=FULL_ACCESS)
-@doc("A job's status, progress, log and result", response=JobOut, errors=(404,))
+@guard(Role.admin, api_key=ANY_KEY)
+@doc("A job's status, progress, log and result (an API key without full access reads only "
+     "the jobs it started)", response=JobOut, errors=(404,))
 def get_job(job_id):
-    return ok(project(JobOut, get_or_404(Job, str(job_id), "job")))
+    job, key = get_or_404(Job, str(job_id), "job"), principal().api_key
+    if key is not None and not key.full_access and job.api_key_id != key.id:
+        raise NotFound("No such job in this workspace.")  # as a foreign id: not there for the key
+    return ok(project(JobOut, job))
 
 
 @bp.post("/audit/export")

@@ -63,7 +63,8 @@ def sandbox_check_endpoint():
         else None
     who = principal()
     job = sandbox_check.start(who.tenant_id, who.actor_id, stored, body.config, body.deep,
-                              may_reuse=sandbox_configs.may_update(who))
+                              may_reuse=sandbox_configs.may_update(who),
+                              api_key_id=who.api_key.id if who.api_key else None)
     job = sandbox_check.wait(who.tenant_id, job.id,
                              float(current_app.config.get("SANDBOX_CHECK_WAIT_SECONDS", WAIT_SEC)))
     if not job.is_terminal:

@@ -32,6 +32,9 @@ class Job(db.Model):
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
     actor_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    # The API key that started it: a capability key may read its own jobs and no other.
+    api_key_id: Mapped[int | None] = mapped_column(
+        ForeignKey("api_keys.id", ondelete="SET NULL"))
     kind: Mapped[str] = mapped_column(String(64))
     target_type: Mapped[str | None] = mapped_column(String(64))
     target_id: Mapped[str | None] = mapped_column(String(64))

@@ -25,14 +25,15 @@ LOG_LIMIT = 64 * 1024
 def enqueue(
     kind: str, *, tenant_id: int, actor_id: int | None, target_type: str | None = None,
     target_id: Any = None, params: dict[str, Any] | None = None, timeout_sec: int | None = None,
-    job_id: str | None = None,
+    job_id: str | None = None, api_key_id: int | None = None,
 ) -> Job:
     """Commit the row (with whatever else the session holds), then hand it over. A caller
     that must record the job's id on its own row first passes `job_id` and sets it before
     calling, so the two are committed together and no run can start before it."""
     timeout = timeout_sec or job_limits.limit_for(kind, current_app.config["JOB_DEFAULT_TIMEOUT"])
     job = Job(
-        id=job_id or str(uuid.uuid4()), tenant_id=tenant_id, actor_id=actor_id, kind=kind,
+        id=job_id or str(uuid.uuid4()), tenant_id=tenant_id, actor_id=actor_id,
+        api_key_id=api_key_id, kind=kind,
         target_type=target_type, target_id=None if target_id is None else str(target_id),
         params=params or {}, status=JobStatus.pending, timeout_sec=timeout,
     )

@@ -12,14 +12,12 @@ import uuid
 
 import pytest
 import requests
-from sqlalchemy import select
 
-from app.backends.base import SandboxNotFound, SandboxSpec
+from app.backends.base import SandboxSpec
 from app.backends.docker.backend import DockerBackend
 from app.extensions import db
-from app.models import Job, SandboxConfig
+from app.models import SandboxConfig
 from tests.backends.conftest import BUSYBOX_IMAGE, DOCKER_HOST, RUN_ID, RUN_LABEL, require_docker
-from tests.jobs.helpers import wait_for_terminal
 
 BASE = "/api/v1/sandbox-configs"
 MISSING_SOCKET = "unix:///tmp/sandlot-test-no-engine.sock"

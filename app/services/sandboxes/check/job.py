@@ -56,7 +56,7 @@ def prepare(stored: SandboxConfig | None, raw: Any, deep: bool,
 
 
 def start(tenant_id: int, actor_id: int | None, stored: SandboxConfig | None, raw: Any,
-          deep: bool, may_reuse: bool = True) -> Job:
+          deep: bool, may_reuse: bool = True, api_key_id: int | None = None) -> Job:
     """Validate now (a bad config is a 400, not a failed job), then enqueue the check.
     `may_reuse` (may the caller update the config?) travels with the job, which re-reads
     the request without a caller."""
@@ -67,7 +67,7 @@ def start(tenant_id: int, actor_id: int | None, stored: SandboxConfig | None, ra
     return jobs.enqueue(JOB_KIND, tenant_id=tenant_id, actor_id=actor_id,
                         target_type="sandbox_config" if stored is not None else None,
                         target_id=stored.id if stored is not None else None,
-                        params=params, timeout_sec=JOB_TIMEOUT_SEC)
+                        params=params, timeout_sec=JOB_TIMEOUT_SEC, api_key_id=api_key_id)
 
 
 def seal(raw: Any) -> str:
