@@ -3,8 +3,9 @@
 The frontmatter is parsed with PyYAML's safe loader (no tags, no Python objects) and is
 size-capped before parsing; the mistakes the reference repairs are repaired first
 (skill_frontmatter), with a note. The display name may be in any script; the identifier
-(`name` of the catalog, the install folder) is an explicit `slug` or derived from the name
-(skill_names). The version, when present, must look like semver (reference
+(`name` of the catalog, the install folder) is an explicit `slug` (at most 64 characters)
+or derived from the name (skill_names, cut at a word break); the description is at most
+1024 characters, the reference's limits. The version, when present, must look like semver (reference
 6.2: `^v?\\d+\\.\\d+(\\.\\d+)?([.-][0-9A-Za-z.-]+)?$`), read from its literal text so that
 `version: 1.10` is not silently the float 1.1.
 """
@@ -20,7 +21,7 @@ from app.services.skills import names as skill_names
 from app.services.skills.frontmatter import FrontmatterError
 
 FRONTMATTER_MAX = 64 * 1024
-DESCRIPTION_MAX = 4096
+DESCRIPTION_MAX = 1024  # the reference's limit (decisions 13)
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 SEMVER = re.compile(r"^v?\d+\.\d+(\.\d+)?([.-][0-9A-Za-z.-]+)?$")
@@ -115,7 +116,9 @@ def _identity(data: dict) -> tuple[str, str]:
         if not skill_names.SLUG.match(explicit):
             raise invalid(f"the slug {explicit[:80]!r} must be ASCII letters, digits, '.', "
                           "'_' or '-', starting with a letter or digit")
-        return skill_names.shorten(explicit), display
+        if len(explicit) > skill_names.SLUG_MAX:
+            raise invalid(f"the slug is longer than {skill_names.SLUG_MAX} characters")
+        return explicit, display
     return skill_names.derive(name or display), display
 
 

@@ -67,16 +67,31 @@ def test_a_display_name_beside_a_slug_like_name_is_what_is_shown():
     assert (result.name, result.display_name) == ("quark-scan", "夸克扫描 Quark Scan")
 
 
-def test_a_too_long_identifier_is_shortened_stably_not_refused():
+def test_a_slug_derived_from_a_long_name_is_cut_at_a_word_break_stably():
     long_name = "A very long skill name " * 6
     result = meta(f"name: {long_name}\ndescription: d")
-    assert len(result.name) <= 64 and result.name.startswith("a-very-long-skill-name")
+    assert len(result.name) <= 64 and result.name.startswith("a-very-long-skill-name-")
+    words = result.name.rsplit("-", 1)[0].split("-")  # whole words, then the hash
+    assert set(words) <= {"a", "very", "long", "skill", "name"}
     assert result.name == derive(long_name)
     other = meta(f"name: {long_name} two\ndescription: d")
     assert other.name != result.name and len(other.name) <= 64
-    slug = meta(f"slug: {'x' * 80}\ndescription: d").name
-    assert len(slug) == 64 and slug.startswith("x" * 40) and slug == meta(
-        f"slug: {'x' * 80}\ndescription: other").name
+
+
+def test_the_references_limits_an_explicit_slug_of_64_and_a_description_of_1024():
+    """Decisions 13: refused over the reference's limits (an explicit slug was shortened
+    and a 4096-character description accepted); the display name stays free."""
+    assert meta(f"slug: {'x' * 64}\nname: n\ndescription: d").name == "x" * 64
+    refused(f"slug: {'x' * 65}\nname: n\ndescription: d", "slug is longer than 64")
+    assert len(meta(f"name: n\ndescription: {'d' * 1024}").description) == 1024
+    refused(f"name: n\ndescription: {'d' * 1025}", "longer than 1024 characters")
+
+
+def test_angle_brackets_and_product_words_that_published_skills_use_are_accepted():
+    """Where the reference refuses them (decisions 13, docs/deviations.md)."""
+    result = meta("name: Claude API helper\ndescription: Builds <tool> calls for Anthropic")
+    assert (result.name, result.description) == ("claude-api-helper",
+                                                 "Builds <tool> calls for Anthropic")
 
 
 def test_a_too_long_display_name_is_cut_short_with_a_note():
