@@ -17,9 +17,10 @@ def _outcome(result: dict[str, Any]) -> dict[str, Any]:
 
 
 @job_kind(INSTALL)
-def install_skill(ctx, skill_id: str, **_: Any) -> dict[str, Any]:
+def install_skill(ctx, skill_id: str, notes: str | None = None, **_: Any) -> dict[str, Any]:
     """Build the skill into its config's image; the row and its events say how it went."""
-    return _outcome(pipeline.install(ctx.job_id, skill_id, on_progress=_progress(ctx)))
+    return _outcome(pipeline.install(ctx.job_id, skill_id, on_progress=_progress(ctx),
+                                     notes=notes))
 
 
 @job_kind(UNINSTALL)

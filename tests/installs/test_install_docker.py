@@ -164,8 +164,19 @@ def test_a_reinstall_without_a_usable_declaration_keeps_the_declared_names_and_v
     assert admin.put(f"/api/v1/sandbox-configs/{config['id']}",
                      json={"name": body["name"], "config": body["config"]}).status_code == 200
 
-    assert admin.post(f"{base}/reinstall").status_code == 202
-    assert wait_for(skill_id).status == "ready"
+    notes = "use the internal mirror 7301"
+    assert admin.post(f"{base}/reinstall", json={"instructions": notes}).status_code == 202
+    row = wait_for(skill_id)
+    assert row.status == "ready"
+    # The admin's notes open this run's transcript (they were written to a run nobody
+    # reads); the installer itself stays deterministic (decisions 8).
+    first = db.session.scalars(select(SkillInstallEvent).where(
+        SkillInstallEvent.run_id == row.install_message_id)
+        .order_by(SkillInstallEvent.seq)).first()
+    assert (first.kind, first.stage) == ("note", "accepted") and notes in first.message
+    runs = set(db.session.scalars(select(SkillInstallEvent.run_id).where(
+        SkillInstallEvent.skill_id == skill_id)))
+    assert len(runs) == 2  # the install and the reinstall, no third "notes" run
 
     view = admin.get(base).json["data"]
     assert [(e["name"], e["required"], e["is_set"]) for e in view["envs"]] == [

@@ -61,6 +61,23 @@ def test_the_drawer_shows_progress_stages_and_a_readable_transcript(two_tenants,
     assert '<li class="t-error" role="alert">pip exited with 1</li>' in body
 
 
+def test_the_notes_a_reinstall_was_given_head_its_transcript(two_tenants, login_as):
+    """Reference 7.1: reinstall notes are kept with the run; the drawer shows them once,
+    labelled, above the transcript (they were written where nobody read them)."""
+    a, _ = two_tenants
+    row = make_skill(a.tenant)
+    events = EventLog(row.tenant_id, row.id, row.install_message_id)
+    events.note("use the internal mirror <b>7301</b>")
+    events.emit("accepted", 10)
+    events.note("waiting for another install or removal on this sandbox config")
+    html = login_as(a.admin, a.tenant).get(
+        f"/skills/installs/{row.id}", headers={"HX-Request": "true"}).get_data(as_text=True)
+    assert '<h3 class="drawer-section">Reinstall notes</h3>' in html
+    assert '<p class="reinstall-given">use the internal mirror &lt;b&gt;7301&lt;/b&gt;</p>' in html
+    assert html.count("use the internal mirror") == 1  # not repeated in the transcript
+    assert '<li class="t-note">waiting for another install' in html
+
+
 def test_chips_poll_with_percent_until_terminal(two_tenants, login_as):
     a, _ = two_tenants
     row = _installing(a.tenant)

@@ -22,7 +22,6 @@ from app.services import Actor, audit, job_limits, jobs, paging
 from app.services.skills import catalog, store
 from app.services.skills import files as skill_files
 from app.services.skills.installs import accept, control
-from app.services.skills.installs.events import EventLog
 from app.storage import blobstore
 
 ENV_VALUE_MAX = 8 * 1024
@@ -137,8 +136,8 @@ def _install_one(tenant: Tenant, actor: Actor, entry, config: SandboxConfig) -> 
 
 
 def reinstall(tenant: Tenant, actor: Actor, row: InstalledSkill, notes: str | None) -> str:
-    """Reference 7.1 reinstall: retry from the stored archive; notes are kept as a
-    transcript note (the deterministic installer takes no guidance, decisions 8)."""
+    """Reference 7.1 reinstall: retry from the stored archive; notes open the new run's
+    transcript (the deterministic installer takes no guidance, decisions 8)."""
     if notes and "\x00" in notes:  # PostgreSQL text cannot hold it
         raise BadRequest("Notes cannot contain a NUL character.")
     busy = row.status in (InstallStatus.installing, InstallStatus.removing)
@@ -159,21 +158,19 @@ def reinstall(tenant: Tenant, actor: Actor, row: InstalledSkill, notes: str | No
     audit.record(tenant, actor, "installed_skill.reinstalled", "installed_skill", row.id,
                  {"name": row.name, "with_notes": bool(notes)})
     db.session.commit()
-    job = _enqueue(INSTALL_JOB, tenant, actor, row)
-    if notes:
-        EventLog(tenant.id, row.id, f"notes-{job.id}"[:36]).note(
-            f"admin notes (kept for the record; the installer is deterministic): {notes}")
+    _enqueue(INSTALL_JOB, tenant, actor, row, notes=notes)
     return row.id
 
 
-def _enqueue(kind: str, tenant: Tenant, actor: Actor, row: InstalledSkill):
+def _enqueue(kind: str, tenant: Tenant, actor: Actor, row: InstalledSkill,
+             notes: str | None = None):
     """The row names its job before the job can start (see installs.accept.enqueue)."""
     row.job_id = str(uuid.uuid4())
+    params = {"skill_id": row.id, **({"notes": notes} if notes else {})}
     try:
         return jobs.enqueue(kind, tenant_id=tenant.id, actor_id=actor.actor_id,
                             target_type="installed_skill", target_id=row.id,
-                            params={"skill_id": row.id}, timeout_sec=RUN_TIMEOUT,
-                            job_id=row.job_id)
+                            params=params, timeout_sec=RUN_TIMEOUT, job_id=row.job_id)
     except AppError as exc:
         fallback = InstallStatus.ready if row.installed_snapshot_id else InstallStatus.failed
         row.status = fallback if kind == UNINSTALL_JOB else InstallStatus.failed

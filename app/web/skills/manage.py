@@ -56,9 +56,10 @@ def chip_view(row: InstalledSkill, config: SandboxConfig | None = None) -> dict[
 
 def _context(row: InstalledSkill, confirm: bool = False) -> dict[str, Any]:
     config = db.session.get(SandboxConfig, row.sandbox_config_id)
+    notes, events = stream.reinstall_notes(stream.transcript_of(row.tenant_id, row))
     return {"row": row, "view": service.view(row), "config": config,
-            "live": stream.current(row.tenant_id, row),
-            "events": stream.transcript_of(row.tenant_id, row), "labels": LABELS,
+            "live": stream.current(row.tenant_id, row), "notes": notes,
+            "events": events, "labels": LABELS,
             "kinds": KIND_LABELS, "confirm": confirm, "notes_max": service.NOTES_MAX}
 
 

@@ -21,14 +21,15 @@ from app.services.skills.installs import plan
 from app.services.skills.installs.run import Run, RunFailed, Stopped
 
 
-def install(job_id: str, skill_id: str,
-            on_progress: Callable[[int, str], None] | None = None) -> dict[str, Any]:
-    """Run the install the row asks for, if this job is still the one it names."""
+def install(job_id: str, skill_id: str, on_progress: Callable[[int, str], None] | None = None,
+            notes: str | None = None) -> dict[str, Any]:
+    """Run the install the row asks for, if this job is still the one it names; a
+    reinstall's `notes` open its transcript."""
     row = db.session.get(InstalledSkill, skill_id)
     if row is None or row.deleted_at is not None or row.status != InstallStatus.installing \
             or row.job_id != job_id or row.stop_requested_at is not None:
         return {"status": "skipped", "error": "this run is no longer wanted by the skill"}
-    run = InstallRun(row, job_id, on_progress)
+    run = InstallRun(row, job_id, on_progress, notes)
     run.bind()
     return run.execute(run.steps)
 

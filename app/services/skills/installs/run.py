@@ -74,8 +74,9 @@ class Run:
     first_percent: int
 
     def __init__(self, row: InstalledSkill, job_id: str,
-                 on_progress: Callable[[int, str], None] | None = None):
-        self.row, self.job_id = row, job_id
+                 on_progress: Callable[[int, str], None] | None = None,
+                 notes: str | None = None):
+        self.row, self.job_id, self.notes = row, job_id, notes
         self.skill_id, self.tenant_id, self.name = row.id, row.tenant_id, row.name
         self.config_id = row.sandbox_config_id
         self.run_id = str(uuid.uuid4())
@@ -111,6 +112,8 @@ class Run:
 
     def execute(self, steps: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """Run `steps` under the image lock; every outcome leaves the row and events final."""
+        if self.notes:  # the transcript's first entry (stream.reinstall_notes)
+            self.events.note(self.notes, stage="accepted")
         self.events.emit("accepted", self.first_percent)
         self.watch.start()
         try:

@@ -284,6 +284,15 @@ def _reached(tenant_id: int, row: InstalledSkill, names: list[str]) -> str | Non
     return stage
 
 
+def reinstall_notes(events: list[SkillInstallEvent]) -> tuple[str, list[SkillInstallEvent]]:
+    """The notes a reinstall was given (its run's first event, a note written before the
+    run accepted anything) and the events after them; "" when it was given none."""
+    if events and events[0].seq == 1 and events[0].kind == EventKind.note \
+            and events[0].stage == "accepted":
+        return events[0].message, events[1:]
+    return "", events
+
+
 def transcript_of(tenant_id: int, row: InstalledSkill) -> list[SkillInstallEvent]:
     """Every event of the row's current run, oldest first (empty before its first)."""
     if not row.install_message_id:
