@@ -286,6 +286,11 @@ def test_switching_the_backend_swaps_the_connection_section(two_tenants, login_a
     assert 'name="cube.api_url"' in body and 'value="https://e2b.example.com"' in body
     assert "HTTP rules" in body and 'name="network.allow_out[2]" value="1.2.3.4"' in body
     assert "typed-key" not in body
+    assert 'name="desktop_enabled"' in body
+    docker = text(post_form(login_as(a.admin, a.tenant), "/sandboxes/editor/backend", {
+        "sandbox_type": "docker", "desktop_enabled": "y"}, htmx=True))
+    assert 'name="docker.image"' in docker
+    assert 'name="desktop_enabled"' not in docker  # Docker has no desktop template
 
 
 def test_load_templates_lists_the_local_images(two_tenants, login_as):

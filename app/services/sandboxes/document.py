@@ -185,6 +185,9 @@ def _check_common(doc: Document, problems: Problems) -> None:
     if idle and not IDLE_MIN <= idle <= IDLE_MAX:
         problems.add("terminal_idle_disconnect_sec",
                      f"must be between {IDLE_MIN} and {IDLE_MAX} seconds (0 means {DEFAULT_IDLE})")
+    if doc.desktop_enabled and doc.sandbox_type == "docker":  # every create would fail
+        problems.add("desktop_enabled", "is not available: Docker has no desktop template "
+                     "(E2B and Cube have one)")
     if doc.skill_rollout not in ROLLOUTS:
         problems.add("skill_rollout", "must be Next turn or New session (or left at Default)")
     for name, value in doc.env_vars.items():

@@ -201,6 +201,8 @@ INVALID = [
                                           "e2b_host_rules": [{"host": "a.example.com"}]}},
                  "network.e2b_host_rules", "docker backend does not support",
                  id="decisions5-docker-refuses-host-rules"),
+    pytest.param({**docker(), "desktop_enabled": True}, "desktop_enabled",
+                 "Docker has no desktop template", id="docker-has-no-desktop"),
 ]
 
 
