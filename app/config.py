@@ -110,6 +110,9 @@ class BaseConfig:
     # "tls_dir": "/abs/dir with ca.pem, cert.pem, key.pem"}} (tcp:// needs tls_dir).
     SANDBOX_DOCKER_ENGINES = _env("SANDBOX_DOCKER_ENGINES",
                                   '{"local": {"url": "unix:///var/run/docker.sock"}}')
+    # The backends configs may use (endpoints.backends_allowed); Docker is opt-in in
+    # production (ProductionConfig), as in the reference: the engine socket is host root.
+    SANDBOX_BACKENDS: list[str] = _split_keys(_env("SANDBOX_BACKENDS", "docker,e2b,cube"))
     # The image a new Docker config starts with (the editor pre-fills it; an admin may
     # pick another of the engine's images with "Load templates").
     SANDBOX_DEFAULT_IMAGE = _env("SANDBOX_DEFAULT_IMAGE", "sandlot/sandbox:base")
@@ -164,6 +167,10 @@ class BaseConfig:
             parse_engines(cfg.get("SANDBOX_DOCKER_ENGINES") or "")
         except EngineSettingError as exc:
             raise RuntimeError(f"Sandlot refuses to start: {exc}") from None
+        unknown = sorted(set(cfg.get("SANDBOX_BACKENDS") or []) - {"docker", "e2b", "cube"})
+        if unknown:
+            raise RuntimeError("Sandlot refuses to start: SANDBOX_BACKENDS names unknown "
+                               f"backends {', '.join(unknown)} (known: docker, e2b, cube)")
 
 
 class DevelopmentConfig(BaseConfig):
@@ -205,6 +212,7 @@ class TestingConfig(BaseConfig):
 
 class ProductionConfig(BaseConfig):
     ENV_NAME = "production"
+    SANDBOX_BACKENDS = _split_keys(_env("SANDBOX_BACKENDS", "e2b,cube"))
     SESSION_COOKIE_SECURE = True
     REMEMBER_COOKIE_SECURE = True
 

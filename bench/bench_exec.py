@@ -74,7 +74,8 @@ def served_app():
             if os.environ.get(f"BENCH_{name}")}
     return create_app({"ENV": "production", "SECRET_KEY": SECRET_KEY,
                        "SECRETS_KEYS": [SECRETS_KEY],
-                       "SQLALCHEMY_DATABASE_URI": os.environ["BENCH_DATABASE_URL"], **caps})
+                       "SQLALCHEMY_DATABASE_URI": os.environ["BENCH_DATABASE_URL"],
+                       "SANDBOX_BACKENDS": ["docker"], **caps})  # opt-in in production
 
 
 def seed(database_url: str) -> str:

@@ -73,7 +73,8 @@ def make_app(database_url: str, bundles: str):
 
     return create_app({"ENV": "production", "SECRET_KEY": SECRET_KEY,
                        "SECRETS_KEYS": [SECRETS_KEY], "SQLALCHEMY_DATABASE_URI": database_url,
-                       "SKILL_BUNDLE_DIR": bundles, "REDIS_URL": None})
+                       "SKILL_BUNDLE_DIR": bundles, "REDIS_URL": None,
+                       "SANDBOX_BACKENDS": ["docker"]})  # opt-in in production
 
 
 def seed():

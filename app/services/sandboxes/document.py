@@ -154,6 +154,8 @@ def validate(raw: Any, *, resolve_urls: bool = True,
     problems = Problems()
     kind = doc.sandbox_type
     block = getattr(doc, kind) or BLOCKS[kind]()
+    if endpoints.backend_problem(kind):
+        problems.add("sandbox_type", endpoints.backend_problem(kind))
     _check_common(doc, problems)
     _check_block(kind, block, doc.allow_private_endpoints and endpoints.private_allowed(),
                  problems, resolve_urls, require_template)

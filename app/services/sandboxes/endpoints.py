@@ -7,6 +7,10 @@
 - `allow_private_endpoints` in a config takes effect only when the operator's
   `SANDBOX_ALLOW_PRIVATE_ENDPOINTS` is on; link-local, metadata, unspecified and
   multicast addresses stay refused whatever either says (security.ssrf).
+- The backends a config may use are `SANDBOX_BACKENDS` (comma-separated). Docker is
+  opt-in in production, as in the reference: its engine socket is root on the host. A
+  backend left out cannot be chosen, and its configs' sandboxes cannot be created or
+  run; what already runs can still be listed and ended.
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ from urllib.parse import urlsplit
 
 from flask import current_app, has_app_context
 
+from app.errors import BadRequest
+
+BACKENDS = ("docker", "e2b", "cube")
+BACKEND_LABELS = {"docker": "Docker", "e2b": "E2B", "cube": "Cube"}
 LOCAL = "local"
 DEFAULT_URL = "unix:///var/run/docker.sock"
 DEFAULT_ENGINES = json.dumps({LOCAL: {"url": DEFAULT_URL}})
@@ -112,6 +120,37 @@ def engine_of(block: dict[str, Any]) -> str:
 
 def engine(name: str) -> Engine | None:
     return engines().get(name or LOCAL)
+
+
+def backends_allowed() -> tuple[str, ...]:
+    """The backends this deployment offers, in the product's order (outside an app: all)."""
+    listed = current_app.config.get("SANDBOX_BACKENDS") if has_app_context() else None
+    if isinstance(listed, str):
+        listed = [k.strip() for k in listed.split(",")]
+    return BACKENDS if listed is None else tuple(k for k in BACKENDS if k in listed)
+
+
+def backend_off(kind: str) -> str:
+    """Why sandboxes of `kind` cannot be created or run here, or "" when they can."""
+    if kind not in BACKENDS or kind in backends_allowed():
+        return ""
+    return (f"{BACKEND_LABELS[kind]} sandboxes are turned off on this deployment "
+            "(the operator's choice); use a config on another backend.")
+
+
+def backend_problem(kind: str) -> str:
+    """The same as a problem of the config's `sandbox_type` field, or ""."""
+    if not backend_off(kind):
+        return ""
+    return (f"is {BACKEND_LABELS[kind]}, which is turned off on this deployment (the "
+            "operator's choice); choose another backend")
+
+
+def require_backend(doc: dict[str, Any]) -> None:
+    """Refuse to create or run a sandbox of a backend the operator has turned off."""
+    reason = backend_off(str(doc.get("sandbox_type") or ""))
+    if reason:
+        raise BadRequest(reason, code="sandbox_backend_disabled")
 
 
 def private_allowed() -> bool:

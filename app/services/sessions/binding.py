@@ -24,7 +24,7 @@ from app.errors import NotFound, Unavailable
 from app.extensions import db
 from app.models import BindingState, SandboxConfig, SandboxSession
 from app.models.types import utcnow
-from app.services.sandboxes import document
+from app.services.sandboxes import document, endpoints
 from app.services.sandboxes import image as skill_image
 from app.services.sandboxes.provider import backend_for, labels
 
@@ -37,6 +37,7 @@ def ensure_sandbox(session: SandboxSession, config: SandboxConfig, backend: Back
                    looked: bool = False) -> tuple[str, bool]:
     """The id of a running sandbox for `session`, and whether it already existed
     (`looked`: the caller read `session` just now, so the first refresh is skipped)."""
+    endpoints.require_backend(config.config)  # runs accepted before the operator's change
     deadline = time.monotonic() + WAIT_FOR_CREATOR_SEC
     while time.monotonic() < deadline:
         try:

@@ -31,7 +31,7 @@ from app.services import audit, paging
 from app.services.personal import capture as exec_capture
 from app.services.personal import resolver
 from app.services.personal.values import Who
-from app.services.sandboxes import incidents
+from app.services.sandboxes import endpoints, incidents
 from app.services.sandboxes.configs import cordoned
 from app.services.sandboxes.document import readable_env
 from app.services.sandboxes.provider import backend_for
@@ -66,6 +66,7 @@ def create_session(tenant: Tenant, user: User, config_id: str, title: str = "") 
     if "\0" in title:
         raise ValidationFailed.one("title", "must not contain NUL")
     config = _live_config(tenant.id, config_id)
+    endpoints.require_backend(config.config)
     session = SandboxSession(id=str(uuid.uuid4()), tenant_id=tenant.id, user_id=user.id,
                              sandbox_config_id=config.id, title=title.strip()[:200],
                              binding_state=BindingState.none)
@@ -155,6 +156,7 @@ def _prepare(tenant: Tenant, user: User, session: SandboxSession, command: str,
     config = _live_config(tenant.id, session.sandbox_config_id)
     if config.is_cordoned(utcnow()):
         raise cordoned()
+    endpoints.require_backend(config.config)
     who = Who.user(tenant, user)
     installed = skill_exec.usable_skill(config, skill) if skill else None
     # The caller's layers (reference 8.4); unreadable values refuse the run here.

@@ -19,6 +19,7 @@ from app.models.types import utcnow
 from app.security.config_secrets import is_lost
 from app.security.redaction import MASK
 from app.services import Actor, audit, job_limits, jobs, paging
+from app.services.sandboxes import endpoints
 from app.services.skills import catalog, store
 from app.services.skills import files as skill_files
 from app.services.skills.installs import accept, control
@@ -121,11 +122,13 @@ class _bundle:
 def add_from_upload(tenant: Tenant, actor: Actor, config: SandboxConfig,
                     upload: IO[bytes]) -> str:
     """POST .../skills with a zip: register (upsert) the definition, then install it."""
+    endpoints.require_backend(config.config)  # before anything is registered
     entry = catalog.register_upload(tenant, actor, upload)
     return _install_one(tenant, actor, entry, config)
 
 
 def add_from_source(tenant: Tenant, actor: Actor, config: SandboxConfig, source: str) -> str:
+    endpoints.require_backend(config.config)
     entry = catalog.register_source(tenant, actor, source)
     return _install_one(tenant, actor, entry, config)
 
@@ -145,6 +148,8 @@ def reinstall(tenant: Tenant, actor: Actor, row: InstalledSkill, notes: str | No
         raise Conflict("This skill is busy; notes cannot be added to a running install.")
     if row.status == InstallStatus.removing:
         raise Conflict("This skill is being removed.")
+    config = db.session.get(SandboxConfig, row.sandbox_config_id)
+    endpoints.require_backend(config.config if config is not None else {})
     if not row.bundle_ref or not store.blobs().exists(row.bundle_ref):
         raise BadRequest("The skill's stored archive is gone; register the skill again.")
     if row.status == InstallStatus.installing and not control.is_silent(row):

@@ -39,7 +39,7 @@ from app.web.sandboxes.form import (
     TTL_FIELD,
 )
 
-KIND_LABELS = {"docker": "Docker", "e2b": "E2B", "cube": "Cube"}
+KIND_LABELS = endpoints.BACKEND_LABELS
 PAGE_SIZE, FILTER_MAX = 50, 100  # cards per page (issue 15 item 7); filter text length
 # Reading the catalog is how an admin picks the template, so an empty template field
 # must not fail the document's required-field check for that one call.

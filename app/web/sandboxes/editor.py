@@ -63,7 +63,7 @@ LOST_ALL = ("This config's stored settings can no longer be read (the encryption
 
 
 def _editor(ed: Editor, row: SandboxConfig | None, status: int = 200, **context):
-    return list_page("sandboxes/_editor.html", status, ed=ed, row=row, kinds=KIND_LABELS,
+    return list_page("sandboxes/_editor.html", status, ed=ed, row=row, kinds=_kinds(ed),
                  placed=context.pop("placed", {}), endpoint_choices=endpoint_choices(),
                  **context)
 
@@ -80,12 +80,21 @@ def editing() -> SandboxConfig | None:
     return get_or_404(SandboxConfig, config_id, "sandbox config")
 
 
+def _kinds(ed: Editor) -> dict[str, str]:
+    """The backends the operator allows; a config of one turned off keeps its own, said so."""
+    kinds = {k: KIND_LABELS[k] for k in endpoints.backends_allowed()}
+    if ed.sandbox_type not in kinds:
+        kinds[ed.sandbox_type] = f"{KIND_LABELS[ed.sandbox_type]} (turned off)"
+    return kinds
+
+
 @bp.get("/sandboxes/new")
 @guard(Role.admin)
 def new_sandbox():
-    kind = request.args.get("backend", "docker")
-    return _editor(_with_default_image(Editor(sandbox_type=kind if kind in BACKENDS
-                                              else "docker")), None)
+    allowed = endpoints.backends_allowed() or BACKENDS
+    kind = request.args.get("backend", allowed[0])
+    return _editor(_with_default_image(Editor(sandbox_type=kind if kind in allowed
+                                              else allowed[0])), None)
 
 
 def _with_default_image(ed: Editor) -> Editor:

@@ -13,6 +13,7 @@ from app.extensions import db
 from app.models import InstalledSkill, InstallStatus, SandboxConfig, SkillCatalogEntry, Tenant
 from app.models.types import utcnow
 from app.services import Actor, job_limits, jobs
+from app.services.sandboxes import endpoints
 from app.services.sandboxes.configs import cordoned
 from app.tenancy import owned_or_404
 
@@ -28,6 +29,7 @@ def accept(tenant: Tenant, entry: SkillCatalogEntry,
     now = utcnow()
     if config.is_cordoned(now):
         raise cordoned()
+    endpoints.require_backend(config.config)
     row = db.session.scalar(select(InstalledSkill).where(
         InstalledSkill.sandbox_config_id == config.id, InstalledSkill.name == entry.name,
         InstalledSkill.deleted_at.is_(None)))

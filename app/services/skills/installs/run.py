@@ -24,7 +24,7 @@ from app.extensions import db
 from app.models import InstalledSkill, InstallStatus, SandboxConfig, SkillSnapshot, SnapshotState
 from app.models.types import utcnow
 from app.services import job_limits
-from app.services.sandboxes import document, image, incidents
+from app.services.sandboxes import document, endpoints, image, incidents
 from app.services.sandboxes.provider import backend_for, labels
 from app.services.skills.installs.events import EventLog, cap
 from app.services.skills.installs.lock import ImageLock
@@ -190,6 +190,8 @@ class Run:
         """A maintenance sandbox from the current skill image (or the template), under the
         config's network policy (reference 7.2 step 4)."""
         doc = config.config
+        if endpoints.backend_off(doc["sandbox_type"]):  # turned off after this run was accepted
+            raise RunFailed(endpoints.backend_off(doc["sandbox_type"]))
         self.backend = backend_for(doc)
         try:
             image.release_expired(config, self.backend)
