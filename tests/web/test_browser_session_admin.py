@@ -99,8 +99,30 @@ def test_admin_ends_a_members_session_from_the_inventory(tab, workspace):
     assert db.session.get(SandboxSession, live_id) is None
 
     tab.goto(f"/sandboxes/{config_id}/inventory")  # the page with the drawer open
-    tab.locator(".drawer").get_by_text("Members' sessions on this config").wait_for()
+    drawer = tab.locator(".drawer")
+    drawer.get_by_text("Members' sessions on this config").wait_for()
     assert tab.locator(".admin-session").count() == 1
+
+    # "End these sessions" (what a delete refused with sandboxes_still_live points to),
+    # at both widths, then used.
+    end_all = drawer.get_by_role("button", name="End these sessions")
+    end_all.scroll_into_view_if_needed()
+    tab.mouse.move(0, 0)
+    shot(tab, "sandbox-sessions-end-all.png")
+    tab.set_viewport_size({"width": 390, "height": 844})
+    end_all.scroll_into_view_if_needed()
+    box = end_all.bounding_box()
+    assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390
+    assert tab.evaluate("document.documentElement.scrollWidth") <= 390
+    shot(tab, "sandbox-sessions-end-all-mobile.png")
+    end_all.click()
+    assert confirm(tab) == ("End all 1 session on “Local Docker”? Their sandboxes are "
+                            "removed, with every file in them.")
+    drawer.get_by_text("No member has a session on this config.").wait_for()
+    assert drawer.get_by_role("button", name="End these sessions").count() == 0
+    db.session.expire_all()
+    assert db.session.scalars(select(SandboxSession).where(
+        SandboxSession.sandbox_config_id == config_id)).all() == []
 
 
 def test_a_member_sees_no_inventory_and_cannot_end_anothers_session(tab, workspace):
