@@ -120,6 +120,16 @@ def test_admin_watches_an_install_to_done_then_manages_and_uninstalls(tab, works
     assert VALUE not in tab.content()
     _both_sizes(tab, "skill-manage-ready")
 
+    # A reinstall with notes: they head the new run's transcript, once.
+    drawer.get_by_label("Reinstall notes").fill("Rebuilt after the report API moved.")
+    drawer.get_by_role("button", name="Reinstall").click()
+    given = drawer.locator(".reinstall-given")
+    given.wait_for()
+    assert given.inner_text() == "Rebuilt after the report API moved."
+    assert drawer.locator(".t-note", has_text="report API moved").count() == 0
+    _both_sizes(tab, "skill-manage-reinstall-notes")
+    drawer.locator(".progress-percent", has_text="100%").wait_for(timeout=90_000)
+
     drawer.get_by_role("button", name="Disable").click()
     tab.locator(".flash-text", has_text="is disabled.").wait_for()
     drawer.get_by_role("button", name="Enable").click()
