@@ -113,6 +113,10 @@ class BaseConfig:
     # The backends configs may use (endpoints.backends_allowed); Docker is opt-in in
     # production (ProductionConfig), as in the reference: the engine socket is host root.
     SANDBOX_BACKENDS: list[str] = _split_keys(_env("SANDBOX_BACKENDS", "docker,e2b,cube"))
+    # The Docker images configs may name: repositories (any tag) and namespaces ending in
+    # "/", comma-separated; skill snapshots never (endpoints.image_problem).
+    SANDBOX_DOCKER_IMAGES: list[str] = _split_keys(_env("SANDBOX_DOCKER_IMAGES",
+                                                        "sandlot/sandbox"))
     # The image a new Docker config starts with (the editor pre-fills it; an admin may
     # pick another of the engine's images with "Load templates").
     SANDBOX_DEFAULT_IMAGE = _env("SANDBOX_DEFAULT_IMAGE", "sandlot/sandbox:base")

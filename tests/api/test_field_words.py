@@ -17,6 +17,8 @@ def admin_api(two_tenants, bearer):
     a, _ = two_tenants
     return bearer(a.admin, a.tenant)
 
+IMAGE = "sandlot/sandbox:base"
+
 
 def refused(api, config, name="words"):
     response = api.post(BASE, json={"name": name, "config": config})
@@ -31,16 +33,16 @@ def test_a_missing_image_is_named_by_its_label(admin_api):
 
 
 def test_a_list_row_is_named_by_its_position(admin_api):
-    error = refused(admin_api, {"sandbox_type": "docker", "docker": {"image": "x"},
+    error = refused(admin_api, {"sandbox_type": "docker", "docker": {"image": IMAGE},
                                 "network": {"allow_out": ["1.2.3.4", "bad host"]}})
     assert error["message"].startswith("Allowed destination 2: ")
     assert error["data"]["errors"][0]["field"] == "network.allow_out[1]"
 
 
 CASES = [
-    {"sandbox_type": "docker", "docker": {"image": "x"},
+    {"sandbox_type": "docker", "docker": {"image": IMAGE},
      "network": {"allow_out": ["example.com"]}},
-    {"sandbox_type": "docker", "docker": {"image": "x"}, "skill_rollout": "always"},
+    {"sandbox_type": "docker", "docker": {"image": IMAGE}, "skill_rollout": "always"},
     {"sandbox_type": "e2b", "e2b": "key"},
     {"sandbox_type": "cube", "cube": {"api_url": "https://c.example.com",
                                       "proxy_url": "https://p.example.com",

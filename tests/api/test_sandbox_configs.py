@@ -139,7 +139,7 @@ def test_snapshot_blocks_template_change(admin_api):
     row = db.session.get(SandboxConfig, data["id"])
     row.config = {**row.config, "skill_image": {"snapshot_id": "snap-1", "generation": 1}}
     db.session.commit()
-    config = docker_doc(docker={"image": "other:latest"})
+    config = docker_doc(docker={"image": "sandlot/sandbox:other"})
     response = admin_api.put(f"{BASE}/{data['id']}", json={"name": "main", "config": config})
     assert response.status_code == 409
     assert response.json["error"]["code"] == "skill_snapshot_blocks_template"

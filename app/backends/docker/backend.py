@@ -323,7 +323,9 @@ class DockerBackend(DockerFiles, DockerImages):
         image = spec.template or self.settings.image
         if not image:
             raise BackendError("Image is required: name an image on the engine")
-        labels = _labels(spec.metadata, self._require_image(image))
+        inspected = self._require_image(image)
+        self._check_snapshot_owner(inspected, spec.metadata)
+        labels = _labels(spec.metadata, inspected)
         secrets = tuple(spec.env.values())
         # The disk (mkfs, mount) is made while the network and its rules are: neither
         # needs the other, and both are most of a policed cold start.

@@ -20,6 +20,21 @@ SNAPSHOT_LABEL = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 class DockerImages:
     """`docker commit` snapshots and the engine's tagged images as templates."""
 
+    @staticmethod
+    def _check_snapshot_owner(image: dict, metadata: dict[str, str]) -> None:
+        """A skill snapshot boots only for the workspace and config whose install run
+        committed it: the run's container labels, which `docker commit` keeps, must name
+        the sandbox-to-be's (issue 22: another workspace's image is never booted)."""
+        labels = (image.get("Config") or {}).get("Labels") or {}
+        tags = image.get("RepoTags") or ()
+        if "sandlot.snapshot" not in labels and not any(
+                t.startswith(f"{SNAPSHOT_REPO}:") for t in tags):
+            return
+        for key in ("sandlot_tenant_id", "sandlot_sandbox_config_id"):
+            if not labels.get(key) or labels.get(key) != metadata.get(key):
+                raise BackendError("this skill image belongs to another sandbox config; "
+                                   "it cannot be booted here")
+
     def snapshot_id_for(self, name: str) -> str:
         """The image reference a snapshot named `name` gets (to find an abandoned build)."""
         return f"{SNAPSHOT_REPO}:{name}"

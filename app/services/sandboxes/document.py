@@ -226,14 +226,17 @@ def _check_block(kind: str, block: _Block, allow_private: bool, problems: Proble
             except ValueError:
                 problems.add(f"cube.dns_servers[{index}]", f"{server!r} is not an IP address")
     if kind == "docker":
-        _check_docker(block, problems)
+        _check_docker(block, problems, require_template)
 
 
 _PRIVATE_REFUSED = ("unsafe outbound URL: private, loopback and internal addresses are not "
                     "reachable from this deployment unless the operator allows them")
 
 
-def _check_docker(block: DockerBlock, problems: Problems) -> None:
+def _check_docker(block: DockerBlock, problems: Problems, names_image: bool) -> None:
+    # The catalog query (names_image False) boots nothing and lists only offered images.
+    if names_image and block.image and endpoints.image_problem(block.image):
+        problems.add("docker.image", endpoints.image_problem(block.image))
     offered = endpoints.engines()
     if (block.engine or endpoints.LOCAL) not in offered:
         problems.add("docker.engine", "not an engine this deployment offers; use one of: "

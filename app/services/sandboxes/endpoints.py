@@ -11,6 +11,10 @@
   opt-in in production, as in the reference: its engine socket is root on the host. A
   backend left out cannot be chosen, and its configs' sandboxes cannot be created or
   run; what already runs can still be listed and ended.
+- The Docker images a config may name are `SANDBOX_DOCKER_IMAGES`: repositories
+  (`sandlot/sandbox`: any of its tags or digests) and namespaces ending in "/"
+  (`registry.example.com/team/`). Skill snapshots (`sandlot/snapshot`) are the app's
+  own: no tenant names one, whatever the list says (issue 22).
 """
 
 from __future__ import annotations
@@ -25,11 +29,13 @@ from urllib.parse import urlsplit
 
 from flask import current_app, has_app_context
 
+from app.backends.docker.images import SNAPSHOT_REPO
 from app.errors import BadRequest
 
 BACKENDS = ("docker", "e2b", "cube")
 BACKEND_LABELS = {"docker": "Docker", "e2b": "E2B", "cube": "Cube"}
 LOCAL = "local"
+DEFAULT_IMAGES = "sandlot/sandbox"  # scripts/sandbox-image.sh builds its tags
 DEFAULT_URL = "unix:///var/run/docker.sock"
 DEFAULT_ENGINES = json.dumps({LOCAL: {"url": DEFAULT_URL}})
 # Read-time mapping of a stored config whose engine URL the operator does not list: not a
@@ -151,6 +157,37 @@ def require_backend(doc: dict[str, Any]) -> None:
     reason = backend_off(str(doc.get("sandbox_type") or ""))
     if reason:
         raise BadRequest(reason, code="sandbox_backend_disabled")
+
+
+def images_allowed() -> tuple[str, ...]:
+    """The repositories and namespaces ("…/") whose images configs may name."""
+    listed = current_app.config.get("SANDBOX_DOCKER_IMAGES") if has_app_context() else None
+    if listed is None:
+        return (DEFAULT_IMAGES,)
+    if isinstance(listed, str):
+        listed = listed.split(",")
+    return tuple(entry.strip() for entry in listed if entry.strip())
+
+
+def repository_of(ref: str) -> str:
+    """`name[:tag][@digest]` without its tag and digest (a registry port stays)."""
+    name = ref.split("@", 1)[0]
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    return name[:colon] if colon > slash else name
+
+
+def image_problem(ref: str) -> str:
+    """Why a config may not name the Docker image `ref`, or "" when it may."""
+    repository = repository_of(ref.strip())
+    if repository == SNAPSHOT_REPO:
+        return ("is a skill image this console builds; name the sandbox image instead (its "
+                "skills are added by installing them)")
+    for entry in images_allowed():
+        if repository == entry or (entry.endswith("/") and repository.startswith(entry)):
+            return ""
+    return ("is not one of the images this deployment offers; choose one of: "
+            + ", ".join(images_allowed()))
 
 
 def private_allowed() -> bool:

@@ -66,9 +66,10 @@ def boot_template(doc: dict[str, Any]) -> str:
     return current_snapshot(doc) or document.template_of(doc)
 
 
-def planned_name(tenant_id: int, config_id: str, gen: int, ledger_id: str) -> str:
-    """Reference 1.8's planned name, with our prefix."""
-    return f"sandlot-sk-t{tenant_id}-{config_id.replace('-', '').lower()}-g{gen}-{ledger_id[:8]}"
+def planned_name() -> str:
+    """A snapshot's name, chosen before it is built (reference 1.8): random, so an image
+    list shows no workspace or config id (the ledger row and the image's labels do)."""
+    return f"sandlot-sk-{uuid.uuid4().hex}"
 
 
 def begin(config: SandboxConfig, skill_id: str | None, trigger: SnapshotTrigger) -> SkillSnapshot:
@@ -79,7 +80,7 @@ def begin(config: SandboxConfig, skill_id: str | None, trigger: SnapshotTrigger)
     row = SkillSnapshot(
         id=ledger_id, tenant_id=config.tenant_id, sandbox_config_id=config.id,
         skill_id=skill_id, provider=doc["sandbox_type"], parent_snapshot_id=current_snapshot(doc),
-        generation=gen, planned_name=planned_name(config.tenant_id, config.id, gen, ledger_id),
+        generation=gen, planned_name=planned_name(),
         trigger=trigger, state=SnapshotState.building)
     db.session.add(row)
     db.session.commit()

@@ -37,8 +37,8 @@ from app.models.sandbox_config import CORDON_LEASE
 from app.models.types import utcnow
 from app.services import jobs
 from app.services.sandboxes import document as sandbox_doc
+from app.services.sandboxes import endpoints, incidents
 from app.services.sandboxes import image as skill_image
-from app.services.sandboxes import incidents
 from app.services.sandboxes.check.job import seal, unseal
 from app.services.sandboxes.provider import backend_for
 from app.tenancy import owned_or_404
@@ -81,8 +81,13 @@ def _connection_only(doc: Any) -> Any:
 
 
 def catalog(backend: Backend, doc: dict[str, Any]) -> list[TemplateInfo]:
+    """The templates a config of `doc` may use: for Docker, the engine's images the
+    operator offers (never another config's skill snapshots)."""
     try:
-        return backend.list_templates()
+        listed = backend.list_templates()
+        if doc["sandbox_type"] == "docker":
+            return [t for t in listed if not endpoints.image_problem(t.id)]
+        return listed
     except BackendError as exc:
         # Tenant-safe wording: no address, port or path of a failed connection.
         raise Unavailable("The template catalog could not be read: "

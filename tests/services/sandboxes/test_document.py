@@ -30,7 +30,7 @@ def no_name_lookups(monkeypatch):
 
 
 def docker(**block):
-    return {"sandbox_type": "docker", "docker": {"image": "sandlot/base:1", **block}}
+    return {"sandbox_type": "docker", "docker": {"image": "sandlot/sandbox:1", **block}}
 
 
 def e2b(**block):
