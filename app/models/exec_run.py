@@ -16,7 +16,7 @@ from sqlalchemy import Enum, ForeignKey, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.extensions import db
-from app.models.types import UTCDateTime, utcnow
+from app.models.types import PrintedText, UTCDateTime, utcnow
 
 
 class RunStatus(enum.StrEnum):
@@ -45,8 +45,8 @@ class ExecRun(db.Model):
     exit_code: Mapped[int | None] = mapped_column()
     duration_ms: Mapped[int | None] = mapped_column()
     # Head and tail of each stream (see app.services.sessions.run_output); *_bytes counts all of it.
-    stdout: Mapped[str] = mapped_column(Text, default="")
-    stderr: Mapped[str] = mapped_column(Text, default="")
+    stdout: Mapped[str] = mapped_column(PrintedText, default="")
+    stderr: Mapped[str] = mapped_column(PrintedText, default="")
     stdout_bytes: Mapped[int] = mapped_column(default=0)
     stderr_bytes: Mapped[int] = mapped_column(default=0)
     truncated: Mapped[bool] = mapped_column(default=False)

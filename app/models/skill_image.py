@@ -10,7 +10,7 @@ from sqlalchemy import BigInteger, Enum, ForeignKey, Index, Integer, String, Tex
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.extensions import db
-from app.models.types import UTCDateTime, utcnow
+from app.models.types import PrintedText, UTCDateTime, utcnow
 
 
 class SnapshotState(enum.StrEnum):
@@ -81,7 +81,7 @@ class SkillInstallEvent(db.Model):
         Enum(EventKind, name="install_event_kind", native_enum=False, length=16,
              validate_strings=True))
     status: Mapped[str | None] = mapped_column(String(16))
-    message: Mapped[str] = mapped_column(Text, default="")
+    message: Mapped[str] = mapped_column(PrintedText, default="")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

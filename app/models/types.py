@@ -32,6 +32,17 @@ class UTCDateTime(TypeDecorator):
         return value
 
 
+class PrintedText(TypeDecorator):
+    """Text a sandbox or an install printed: any characters it sent are kept, except that
+    NUL, which PostgreSQL text cannot hold, is stored as U+FFFD on every database."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect) -> str | None:
+        return value.replace("\x00", "\ufffd") if value else value
+
+
 class EncryptedText(TypeDecorator):
     """A string encrypted at rest with the app's MultiFernet; plaintext in Python.
 

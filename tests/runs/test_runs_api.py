@@ -135,3 +135,19 @@ def test_past_the_per_workspace_bound_a_run_is_refused_not_queued(world, short_w
             break
         time.sleep(0.1)
     assert finished(world.member, world, again)["stdout"] == "hi\n"
+
+
+def test_output_with_a_nul_byte_is_stored_with_the_byte_shown(world, short_wait):
+    """Issue 22 item 6: on PostgreSQL (text cannot hold NUL) `printf 'a\\000b'` answered
+    500 and stored no run, and a longer one stayed `running` with no output."""
+    quick = world.member.post(world.url("/exec"), json={"command": "printf 'a\\000b'"})
+    assert quick.status_code in (200, 202), quick.json
+    done = finished(world.member, world, quick)
+    assert done["status"] == "succeeded" and done["stdout"] == "a\ufffdb", done
+    slow = world.member.post(world.url("/exec"), json={
+        "command": "printf 'c\\000'; sleep 1; printf 'd\\000e' >&2"})
+    assert slow.status_code == 202, slow.json
+    done = finished(world.member, world, slow)
+    assert done["status"] == "succeeded", done
+    assert (done["stdout"], done["stderr"]) == ("c\ufffd", "d\ufffde")
+    assert done["stdout_bytes"] == 2 and done["stderr_bytes"] == 3  # bytes as they came
