@@ -14,6 +14,7 @@ from app.jobs.pool import FairPool
 from app.models import Job, JobStatus
 from app.services import job_limits
 from app.services import jobs as job_service
+from app.services.sandboxes import image as skill_image
 from app.services.sessions import binding, ending
 from app.services.skills.installs import control as skill_runs
 
@@ -242,8 +243,9 @@ def start_reaper(app: Flask, interval: float = 30.0,
                  stop: threading.Event | None = None) -> threading.Thread:
     """A daemon thread that, every `interval` seconds until `stop` is set, fails silent job
     rows, ends skill installs whose run died (and frees their image lock), pauses Docker
-    sandboxes idle past their TTL (E2B and Cube pause themselves), and retries the removal
-    of ended sessions' sandboxes whose provider was unreachable."""
+    sandboxes idle past their TTL (E2B and Cube pause themselves), retries the removal
+    of ended sessions' sandboxes whose provider was unreachable, and releases superseded
+    skill snapshots past their retention."""
     stop = stop or threading.Event()
 
     def loop() -> None:
@@ -254,7 +256,8 @@ def start_reaper(app: Flask, interval: float = 30.0,
                                ("fair share promotion", housekeeping),
                                ("skill run reaper", skill_runs.reap),
                                ("idle pause", binding.pause_idle),
-                               ("sandbox removal sweep", ending.sweep)):
+                               ("sandbox removal sweep", ending.sweep),
+                               ("expired snapshot sweep", skill_image.sweep_expired)):
                 with app.app_context():
                     try:
                         task()

@@ -29,6 +29,10 @@ made_up="NOT_IN""_BUNDLE"
 printf '[{"name": "GREETING_NAME", "description": "who to greet", "required": true}, ' \\
     >.weknora/requirements.json
 printf '{"name": "%s"}, {"name": "PATH"}]' "$made_up" >> .weknora/requirements.json
+# Tried where every session's scratch is (reference 7.2 step 16 wipes it): the installer
+# is root without capabilities, and the sandbox user owns /workspace, so nothing lands.
+echo install-scratch > /workspace/input/left.txt 2>/dev/null || true
+echo install-scratch > /workspace/output/left.txt 2>/dev/null || true
 """
 
 
@@ -71,6 +75,8 @@ def test_install_sh_skill_is_built_into_the_image_and_a_new_session_runs_it(worl
     assert out["stdout"].splitlines() == [
         "tool says world-canary-7731", "/opt/weknora/tenant/skills/greeter",
         "/opt/weknora/tenant/skills/greeter"]
+    scratch = run(member, session_id, "ls -A /workspace/input /workspace/output")
+    assert scratch["stdout"].split() == ["/workspace/input:", "/workspace/output:"], scratch
 
 
 REQUIREMENTS_SCRIPT = b"""import os

@@ -13,7 +13,6 @@ from app.extensions import db
 from app.models import InstalledSkill, SkillImageLease, SkillSnapshot
 from app.models.types import utcnow
 from app.services.sandboxes import image
-from app.services.sandboxes.provider import backend_for
 from app.services.skills.installs import lock
 from tests.installs.conftest import docker_config, install_zip, skill_zip, wait_for
 from tests.jobs.conftest import redis_url  # noqa: F401  (fixture)
@@ -78,7 +77,9 @@ def test_the_row_heartbeat_moves_while_a_run_is_busy(world):
     assert len(seen - {None}) >= 3  # refreshed every second here (every 30 s by default)
 
 
-def test_superseded_snapshots_are_released_after_retention(world):
+def test_superseded_snapshots_are_swept_after_retention(world):
+    """Reference 1.8: a superseded snapshot goes after its retention. It went only when the
+    same config next installed (issue 22 item 8); the reaper's sweep now releases it."""
     admin, engine = world["admin"], world["engine"]
     config = docker_config(admin)
     for name in ("first", "second"):
@@ -90,14 +91,13 @@ def test_superseded_snapshots_are_released_after_retention(world):
     from app.models import SandboxConfig
 
     row = db.session.get(SandboxConfig, config["id"])
-    backend = backend_for(row.config)
-    assert image.release_expired(row, backend) == 0  # within retention: kept
+    assert image.sweep_expired() == 0  # within retention: kept
     assert engine.api.images(name=old.snapshot_id)
     past = image.retention(row.config) + timedelta(minutes=1)
     old.superseded_at = old.superseded_at - past
     db.session.commit()
-    assert image.release_expired(row, backend) == 1
+    assert image.sweep_expired() == 1
     db.session.refresh(old)
     assert old.state == "deleted" and not engine.api.images(name=old.snapshot_id)
     assert engine.api.images(name=new.snapshot_id)
-    backend.close()
+    assert image.sweep_expired() == 0

@@ -30,6 +30,7 @@ from app.models import (
 )
 from app.models.types import utcnow
 from app.services.sandboxes import document
+from app.services.sandboxes.provider import backend_for
 
 log = logging.getLogger("sandlot.skills.image")
 RETENTION_BASE = timedelta(hours=24)
@@ -179,6 +180,30 @@ def release_expired(config: SandboxConfig, backend: Backend) -> int:
         SkillSnapshot.state == SnapshotState.superseded,
         SkillSnapshot.superseded_at < now - retention(config.config)))
     return sum(release(backend, row) for row in list(rows))
+
+
+def sweep_expired(limit: int = 50) -> int:
+    """The reaper's pass (reference 1.8): superseded snapshots of every config released
+    once past retention, not only when the same config next installs. Returns how many
+    went; one still in use (a paused sandbox booted from it) is retried next pass."""
+    floor = utcnow() - RETENTION_BASE - RETENTION_MARGIN  # the shortest retention there is
+    configs = db.session.scalars(select(SandboxConfig).where(
+        SandboxConfig.deleted_at.is_(None), SandboxConfig.id.in_(
+            select(SkillSnapshot.sandbox_config_id).where(
+                SkillSnapshot.state == SnapshotState.superseded,
+                SkillSnapshot.superseded_at < floor))).limit(limit))
+    released = 0
+    for config in list(configs):
+        try:
+            backend = backend_for(config.config)
+        except BackendError as exc:  # the engine is not offered now: the next pass retries
+            log.warning("snapshot sweep skipped config %s: %s", config.id, exc.reason)
+            continue
+        try:
+            released += release_expired(config, backend)
+        finally:
+            backend.close()
+    return released
 
 
 def release_all(config: SandboxConfig, backend: Backend) -> list[str]:
