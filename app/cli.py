@@ -1,5 +1,5 @@
-"""Bootstrap and operations commands: `flask tenants|users|api-keys|demo|secrets|jobs|openapi`
-and `flask worker`."""
+"""Bootstrap and operations commands: `flask tenants|users|api-keys|demo|secrets|jobs|openapi|
+quotas` and `flask worker`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from app.auth.pepper import api_key_pepper
 from app.errors import AppError
 from app.extensions import db
 from app.models import Role
-from app.services import audit, key_rotation
+from app.services import audit, key_rotation, quotas
 from app.services.demo import seed_demo
 from app.services.identity import api_keys, member_exit, users
 
@@ -24,10 +24,12 @@ demo_cli = AppGroup("demo", help="Demo data.")
 secrets_cli = AppGroup("secrets", help="Encryption keys for stored secrets.")
 jobs_cli = AppGroup("jobs", help="Background jobs.")
 openapi_cli = AppGroup("openapi", help="The API's OpenAPI document.")
+quotas_cli = AppGroup("quotas", help="Workspace quotas: see them, set one workspace's own.")
 
 
 def register(app: Flask) -> None:
-    for group in (tenants_cli, users_cli, keys_cli, demo_cli, secrets_cli, jobs_cli, openapi_cli):
+    for group in (tenants_cli, users_cli, keys_cli, demo_cli, secrets_cli, jobs_cli, openapi_cli,
+                  quotas_cli):
         app.cli.add_command(group)
     app.cli.add_command(worker)
 
@@ -166,3 +168,32 @@ def _tenant(name: str):
     if tenant is None:
         raise click.ClickException(f"no workspace named {name!r}")
     return tenant
+
+
+@quotas_cli.command("show")
+@click.argument("tenant_name")
+def show_quotas(tenant_name: str) -> None:
+    """Each quota of a workspace: its limit (the deployment's, or set for it) and use."""
+    tenant = _tenant(tenant_name)
+    for row in quotas.usage(tenant):
+        where = f"set for {tenant.name}" if row["overridden"] else "the deployment's"
+        used = "" if row["used"] is None else f", {row['used']} in use"
+        click.echo(f"{row['name']}: {row['limit']} ({where}){used}")
+
+
+@quotas_cli.command("set")
+@click.argument("tenant_name")
+@click.argument("name", type=click.Choice(list(quotas.QUOTAS)))
+@click.argument("value")
+def set_quota(tenant_name: str, name: str, value: str) -> None:
+    """Set NAME for one workspace to VALUE (a whole number), or `default` to follow the
+    deployment's setting again."""
+    tenant = _tenant(tenant_name)
+    try:
+        quotas.set_override(tenant, name, None if value == "default" else int(value))
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    audit.record(tenant, audit.SystemActor("cli"), "quota.set", "tenant", tenant.id,
+                 {"quota": name, "limit": value})
+    db.session.commit()
+    click.echo(f"{name} for {tenant.name}: {quotas.limit(tenant, name)}")

@@ -34,6 +34,18 @@ def _flag(name: str, default: bool = False) -> bool:
     return (_env(name, "true" if default else "false") or "").lower() in ("1", "true", "yes", "on")
 
 
+def _host_memory_mb() -> int:
+    """MemTotal of this host in MiB (0 where /proc/meminfo cannot be read: no budget)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) // 1024
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def _split_keys(raw: str | None) -> list[str]:
     return [k.strip() for k in (raw or "").split(",") if k.strip()]
 
@@ -123,6 +135,15 @@ class BaseConfig:
     # Whether a config's allow_private_endpoints may take effect at all (loopback and
     # private addresses). Link-local, metadata, unspecified and multicast: never.
     SANDBOX_ALLOW_PRIVATE_ENDPOINTS = _flag("SANDBOX_ALLOW_PRIVATE_ENDPOINTS")
+    # Quotas (services/quotas.py; `flask quotas set` overrides them for one workspace). A
+    # session's sandbox counts while the session holds it, paused or not.
+    QUOTA_LIVE_SANDBOXES_PER_MEMBER = _int("QUOTA_LIVE_SANDBOXES_PER_MEMBER", 5)
+    QUOTA_LIVE_SANDBOXES_PER_WORKSPACE = _int("QUOTA_LIVE_SANDBOXES_PER_WORKSPACE", 25)
+    QUOTA_SANDBOX_CONFIGS_PER_WORKSPACE = _int("QUOTA_SANDBOX_CONFIGS_PER_WORKSPACE", 100)
+    QUOTA_CONCURRENT_INSTALLS_PER_WORKSPACE = _int("QUOTA_CONCURRENT_INSTALLS_PER_WORKSPACE", 3)
+    # The sum of the memory limits of every live Docker session sandbox, in MiB; 0 means
+    # three quarters of this host's memory (read at start).
+    SANDBOX_MEMORY_BUDGET_MB = _int("SANDBOX_MEMORY_BUDGET_MB", 0) or _host_memory_mb() * 3 // 4
     # Docker sandbox limits (decisions 12): every config inherits the defaults and may
     # lower them, never go above the maximum. Memory and disk in MiB, CPU in cores. The
     # disk limit is a per-sandbox filesystem for /workspace, /tmp and the home directory

@@ -123,7 +123,7 @@ def list_installed_skills(config_id):
 @guard(Role.admin, api_key=FULL_ACCESS)
 @doc("Install a skill on this config from a zip upload or a source (also registers it in "
      "the catalog); the install runs as a job", request=SourceIn, upload="file",
-     response=SkillIdOut, status=202, errors=(400, 403, 404, 409, 413, 415, 423, 503))
+     response=SkillIdOut, status=202, errors=(400, 403, 404, 409, 413, 415, 423, 429, 503))
 def add_installed_skill(config_id):
     tenant, who, config = current_tenant(), principal(), _config(config_id)
     if request.mimetype.startswith("application/json"):
@@ -166,7 +166,7 @@ def uninstall_installed_skill(config_id, skill_id):
 @bp.post(f"{ONE}/reinstall")
 @guard(Role.admin, api_key=FULL_ACCESS)
 @doc("Install the skill again from its stored archive", request=ReinstallIn,
-     response=SkillIdOut, status=202, errors=(400, 404, 409, 413, 503))
+     response=SkillIdOut, status=202, errors=(400, 404, 409, 413, 429, 503))
 def reinstall_installed_skill(config_id, skill_id):
     notes = None
     if request.content_length:

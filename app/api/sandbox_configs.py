@@ -144,7 +144,7 @@ def query_templates():
 @bp.post("/sandbox-configs")
 @guard(Role.admin, api_key=FULL_ACCESS)
 @doc("Create a sandbox config", request=SandboxConfigIn, response=SandboxConfigOut, status=201,
-     errors=(400, 409))
+     errors=(400, 409, 429))
 def create_sandbox_config():
     body = parse_body(SandboxConfigIn)
     row = service.create_config(current_tenant(), principal(), body.name, body.description,

@@ -115,7 +115,7 @@ def delete_session(session_id):
 @doc("Run a command in the session's sandbox (created on first use, then reused). It "
      "runs off the request: the answer is its result when it ends within a few seconds "
      "(RUN_SYNC_WAIT_SECONDS, 5), else 202 with the run (follow .../runs/:runId/events)",
-     request=ExecIn, response=ExecOut, errors=(400, 403, 404, 409, 423, 503))
+     request=ExecIn, response=ExecOut, errors=(400, 403, 404, 409, 423, 429, 503))
 def exec_in_session(session_id):
     body = parse_body(ExecIn)
     session = _own(str(session_id))

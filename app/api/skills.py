@@ -288,7 +288,7 @@ def delete_skill(catalog_id):
 @guard(Role.admin, api_key=FULL_ACCESS)
 @doc("Install a skill onto sandbox configs; 202 with per-config results, or the first "
      "error when every target fails", request=InstallIn, response=InstallResultOut,
-     status=202, partial=True, errors=(400, 403, 404, 409, 423, 503))
+     status=202, partial=True, errors=(400, 403, 404, 409, 423, 429, 503))
 def install_skill(catalog_id):
     body = parse_body(InstallIn)
     entry = _entry(catalog_id)

@@ -8,6 +8,7 @@ from app.auth.guards import guard
 from app.models import AuditEvent, Role
 from app.models.types import utcnow
 from app.services import dashboard as summary_service
+from app.services import quotas
 from app.services.identity import api_keys, members
 from app.tenancy import current_tenant, principal
 from app.web import bp
@@ -56,5 +57,5 @@ def dashboard():
         active_keys=active_keys, summary=summary, recent=summary.recent,
         totals=summary_service.outcome_counts(summary), kinds=KIND_LABELS,
         outcome_labels=OUTCOME_LABELS, count_labels=COUNT_LABELS, install_labels=INSTALL_LABELS,
-        event_link=event_link,
+        event_link=event_link, quotas=quotas.usage(tenant, who.user.id),
     )

@@ -119,6 +119,11 @@ def test_the_dashboard_summarises_and_links(browse, world, viewport, size):
     page.get_by_text("2 with problems").wait_for()
     page.get_by_role("link", name="broken-0").wait_for()
     shot(page, f"dashboard-summary-{size}.png")
+    quotas = page.get_by_role("heading", name="Quotas")
+    quotas.scroll_into_view_if_needed()
+    assert page.locator(".quota-line").count() == 4
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    shot(page, f"dashboard-quotas-{size}.png")
     page.get_by_role("link", name="E2B", exact=True).click()
     page.wait_for_url(re.compile(r"/sandboxes\?backend=e2b$"))
     page.go_back()

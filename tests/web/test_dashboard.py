@@ -183,3 +183,18 @@ def test_a_members_session_title_is_shown_as_text_to_an_admin(two_tenants, login
     db.session.commit()
     body = text(login_as(a.admin, a.tenant).get("/"))
     assert "<img src=x" not in body and "&lt;img src=x onerror=alert(1)&gt;" in body
+
+
+def test_the_workspace_sees_its_use_against_each_quota(app, two_tenants, login_as,
+                                                      monkeypatch):
+    """Issue 22 item 3: each quota with its limit (the operator's override where set)."""
+    a, _ = two_tenants
+    monkeypatch.setitem(app.config, "QUOTA_SANDBOX_CONFIGS_PER_WORKSPACE", 7)
+    config(a.tenant, "docker", "one")
+    a.tenant.quotas = {"live_sandboxes_per_workspace": 3}
+    db.session.commit()
+    page = text(login_as(a.viewer, a.tenant).get("/"))
+    assert '<h2 id="quotas-title">Quotas</h2>' in page
+    assert 'aria-label="Sandbox configs per workspace: 1 of 7"' in page
+    assert 'aria-label="Live sandboxes per workspace: 0 of 3"' in page
+    assert 'aria-label="Live sandboxes per member: 0 of 5"' in page

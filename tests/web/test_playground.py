@@ -273,6 +273,19 @@ def test_a_cordoned_config_appends_an_error_entry(two_tenants, login_as):
     assert "sandbox_config_cordoned" in text(response)
 
 
+def test_a_quota_reached_appends_its_sentence(app, two_tenants, login_as, monkeypatch):
+    monkeypatch.setitem(app.config, "QUOTA_LIVE_SANDBOXES_PER_MEMBER", 0)
+    a, _ = two_tenants
+    client = login_as(a.viewer, a.tenant)
+    session_id = open_session(client, make_config(a))
+    response = run(client, session_id, PRINT_ONE)
+    body = entry(text(response))
+    assert response.status_code == 429 and 'class="run run-error"' in body
+    assert ("This is past the quota of 0 live sandboxes per member (0 in use). End one of "
+            "your sessions to free one.") in body
+    assert "No sandbox yet" in text(response)  # the claim was given back
+
+
 def test_a_provider_that_is_down_appends_its_reason(two_tenants, login_as):
     a, _ = two_tenants
     config = make_config(a, "Old engine", {"sandbox_type": "docker", "docker": {

@@ -28,7 +28,7 @@ from app.models import ApiKey, InstalledSkill, InstallStatus, Role, SandboxConfi
 from app.models.sandbox_config import CORDON_LEASE
 from app.models.types import utcnow
 from app.security import config_secrets
-from app.services import Actor, audit
+from app.services import Actor, audit, quotas
 from app.services.sandboxes import document as sandbox_doc
 from app.services.sandboxes.provider import backend_for, sandbox_filter
 
@@ -111,6 +111,7 @@ def create_config(tenant: Tenant, actor: Actor, name: str, description: str,
     raw = config_secrets.unmask_new(copy.deepcopy(raw))
     name, description, doc = _validated(name, description, lambda: sandbox_doc.validate(raw))
     _check_unique(tenant, name)
+    quotas.admit_config(tenant)
     row = SandboxConfig(id=str(uuid.uuid4()), tenant_id=tenant.id, name=name,
                         description=description, sandbox_type=doc["sandbox_type"], config=doc)
     db.session.add(row)

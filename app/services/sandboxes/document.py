@@ -273,6 +273,14 @@ def effective_limits(block: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def memory_mb(doc: dict[str, Any]) -> int:
+    """The memory limit a sandbox of this config holds (Docker; 0 for E2B and Cube, whose
+    memory is the provider's)."""
+    if doc.get("sandbox_type") != "docker":
+        return 0
+    return int(effective_limits(doc.get("docker") or {}).get("memory_limit_mb") or 0)
+
+
 def _unique_stripped(values: list[str]) -> list[str]:
     seen: list[str] = []
     for value in values:

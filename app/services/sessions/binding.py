@@ -22,8 +22,9 @@ from sqlalchemy.exc import InvalidRequestError
 from app.backends.base import Backend, BackendError, SandboxNotFound, SandboxSpec, SandboxState
 from app.errors import NotFound, Unavailable
 from app.extensions import db
-from app.models import BindingState, SandboxConfig, SandboxSession
+from app.models import BindingState, SandboxConfig, SandboxSession, Tenant
 from app.models.types import utcnow
+from app.services import quotas
 from app.services.sandboxes import document, endpoints
 from app.services.sandboxes import image as skill_image
 from app.services.sandboxes.provider import backend_for, labels
@@ -94,6 +95,8 @@ def _create_claimed(session: SandboxSession, config: SandboxConfig, backend: Bac
             version = int(keep.metadata.get("sandlot_binding_version") or 0)
             _bind(session, keep.id, version, config, policy=None)
             return keep.id
+        quotas.admit_sandbox(db.session.get(Tenant, session.tenant_id), session,
+                             config.config, document.memory_mb)
         version = session.binding_version + 1
         spec = session_spec(session, config, version)
         info = backend.create(spec)

@@ -18,7 +18,7 @@ from app.models import InstalledSkill, InstallStatus, SandboxConfig, Tenant
 from app.models.types import utcnow
 from app.security.config_secrets import is_lost
 from app.security.redaction import MASK
-from app.services import Actor, audit, job_limits, jobs, paging
+from app.services import Actor, audit, job_limits, jobs, paging, quotas
 from app.services.sandboxes import endpoints
 from app.services.skills import catalog, store
 from app.services.skills import files as skill_files
@@ -154,6 +154,8 @@ def reinstall(tenant: Tenant, actor: Actor, row: InstalledSkill, notes: str | No
         raise BadRequest("The skill's stored archive is gone; register the skill again.")
     if row.status == InstallStatus.installing and not control.is_silent(row):
         return row.id  # a fresh run is in flight (reference 7.1 dedupe)
+    if row.status != InstallStatus.installing:
+        quotas.admit_install(tenant)
     if row.status == InstallStatus.ready:
         row.served = {"version": row.version, "description": row.description,
                       "instructions": row.instructions, "bundle_sha256": row.bundle_sha256,

@@ -12,7 +12,7 @@ from app.errors import AppError, Conflict
 from app.extensions import db
 from app.models import InstalledSkill, InstallStatus, SandboxConfig, SkillCatalogEntry, Tenant
 from app.models.types import utcnow
-from app.services import Actor, job_limits, jobs
+from app.services import Actor, job_limits, jobs, quotas
 from app.services.sandboxes import endpoints
 from app.services.sandboxes.configs import cordoned
 from app.tenancy import owned_or_404
@@ -53,6 +53,8 @@ def accept(tenant: Tenant, entry: SkillCatalogEntry,
                              sandbox_config_id=config.id, name=entry.name, enabled=True,
                              envs=[])
         db.session.add(row)
+    with db.session.no_autoflush:  # this row is not running yet; earlier targets' are
+        quotas.admit_install(tenant)
     row.catalog_id, row.version = entry.id, entry.version
     row.description, row.instructions = entry.description, entry.instructions
     row.bundle_ref, row.bundle_sha256 = entry.bundle_ref, entry.bundle_sha256

@@ -1,0 +1,169 @@
+"""Quotas on what holds shared capacity (issue 22 item 3), counted in the database so
+every web process and worker sees the same use.
+
+Each quota has a deployment default (a setting) that the operator may override for one
+workspace (`flask quotas set`, stored on the tenant). A session's sandbox counts while
+the session holds it, paused or not, until the session ends. The memory budget is the
+deployment's: the sum of the memory limits of every live Docker sandbox, whoever's.
+Past a quota the answer is 429 `quota_exceeded` naming the quota, its limit and the use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from flask import current_app
+from sqlalchemy import func, select
+
+from app.errors import AppError
+from app.extensions import db
+from app.models import (
+    BindingState,
+    InstalledSkill,
+    InstallStatus,
+    SandboxConfig,
+    SandboxSession,
+    Tenant,
+)
+
+
+@dataclass(frozen=True)
+class Quota:
+    name: str
+    setting: str
+    label: str  # what a person reads: "live sandboxes per member"
+    advice: str  # how to get under it
+
+
+QUOTAS = {q.name: q for q in (
+    Quota("live_sandboxes_per_member", "QUOTA_LIVE_SANDBOXES_PER_MEMBER",
+          "live sandboxes per member", "End one of your sessions to free one."),
+    Quota("live_sandboxes_per_workspace", "QUOTA_LIVE_SANDBOXES_PER_WORKSPACE",
+          "live sandboxes per workspace", "An admin can end sessions from a config's "
+          "inventory."),
+    Quota("sandbox_configs_per_workspace", "QUOTA_SANDBOX_CONFIGS_PER_WORKSPACE",
+          "sandbox configs per workspace", "Delete a config you no longer use."),
+    Quota("concurrent_installs_per_workspace", "QUOTA_CONCURRENT_INSTALLS_PER_WORKSPACE",
+          "skill installs running at once per workspace", "Wait for one to finish."),
+)}
+LIVE = (BindingState.bound, BindingState.creating)
+
+
+class OverQuota(AppError):
+    code, status, message = "quota_exceeded", 429, "A quota of this workspace is reached."
+
+    @classmethod
+    def of(cls, name: str, limit: int, used: int, sentence: str) -> OverQuota:
+        return cls(sentence, data={"quota": name, "limit": limit, "used": used})
+
+
+def limit(tenant: Tenant, name: str) -> int:
+    """The workspace's limit: the operator's override for it, else the deployment's."""
+    override = (tenant.quotas or {}).get(name)
+    return int(override if override is not None
+               else current_app.config[QUOTAS[name].setting])
+
+
+def _refuse_past(tenant: Tenant, name: str, used: int) -> None:
+    allowed = limit(tenant, name)
+    if used >= allowed:
+        quota = QUOTAS[name]
+        raise OverQuota.of(name, allowed, used, f"This is past the quota of {allowed} "
+                           f"{quota.label} ({used} in use). {quota.advice}")
+
+
+# -- what is in use (each a count query; `usage` asks them all in one statement) ---------
+
+def _live_sandboxes(tenant_id: int, user_id: int | None = None, besides: str | None = None):
+    query = select(func.count()).select_from(SandboxSession).where(
+        SandboxSession.tenant_id == tenant_id, SandboxSession.binding_state.in_(LIVE),
+        SandboxSession.id != (besides or ""))
+    return query if user_id is None else query.where(SandboxSession.user_id == user_id)
+
+
+def _live_configs(tenant_id: int):
+    return select(func.count()).select_from(SandboxConfig).where(
+        SandboxConfig.tenant_id == tenant_id, SandboxConfig.deleted_at.is_(None))
+
+
+def _running_installs(tenant_id: int):
+    return select(func.count()).select_from(InstalledSkill).where(
+        InstalledSkill.tenant_id == tenant_id, InstalledSkill.deleted_at.is_(None),
+        InstalledSkill.status.in_((InstallStatus.installing, InstallStatus.removing)))
+
+
+def _count(query) -> int:
+    return int(db.session.scalar(query) or 0)
+
+
+def reserved_memory_mb(memory_of: Callable[[dict], int], besides: str | None = None) -> int:
+    """The memory limits (`memory_of` a config document) of every live Docker session
+    sandbox on this deployment."""
+    rows = db.session.execute(select(SandboxConfig.config).join(
+        SandboxSession, SandboxSession.sandbox_config_id == SandboxConfig.id).where(
+        SandboxSession.binding_state.in_(LIVE), SandboxSession.id != (besides or ""),
+        SandboxConfig.sandbox_type == "docker"))
+    return sum(memory_of(doc) for (doc,) in rows)
+
+
+# -- the checks ----------------------------------------------------------------------------
+
+def admit_sandbox(tenant: Tenant, session: SandboxSession, doc: dict,
+                  memory_of: Callable[[dict], int]) -> None:
+    """Before a session's sandbox is created (the session holds its claim, so two creates
+    at once both count each other and neither passes a full quota)."""
+    _refuse_past(tenant, "live_sandboxes_per_member",
+                 _count(_live_sandboxes(tenant.id, session.user_id, besides=session.id)))
+    _refuse_past(tenant, "live_sandboxes_per_workspace",
+                 _count(_live_sandboxes(tenant.id, besides=session.id)))
+    budget = int(current_app.config.get("SANDBOX_MEMORY_BUDGET_MB") or 0)
+    needs = memory_of(doc)
+    if budget and needs:
+        reserved = reserved_memory_mb(memory_of, besides=session.id)
+        if reserved + needs > budget:
+            raise OverQuota.of("memory_budget_mb", budget, reserved, (
+                f"This deployment's sandboxes hold {reserved} of its {budget} MB memory "
+                f"budget, and this one needs {needs} MB. Try again when sessions have "
+                "ended, or lower the config's memory limit."))
+
+
+def admit_config(tenant: Tenant) -> None:
+    _refuse_past(tenant, "sandbox_configs_per_workspace", _count(_live_configs(tenant.id)))
+
+
+def admit_install(tenant: Tenant) -> None:
+    _refuse_past(tenant, "concurrent_installs_per_workspace",
+                 _count(_running_installs(tenant.id)))
+
+
+def usage(tenant: Tenant, user_id: int | None = None) -> list[dict]:
+    """Each quota of the workspace with its limit and use (the dashboard and the CLI); the
+    per-member one counts `user_id`'s sandboxes (None without a member)."""
+    queries = {"live_sandboxes_per_member": _live_sandboxes(tenant.id, user_id or 0),
+               "live_sandboxes_per_workspace": _live_sandboxes(tenant.id),
+               "sandbox_configs_per_workspace": _live_configs(tenant.id),
+               "concurrent_installs_per_workspace": _running_installs(tenant.id)}
+    row = db.session.execute(select(*(q.scalar_subquery().label(name)
+                                      for name, q in queries.items()))).one()
+    used = {name: int(getattr(row, name) or 0) for name in queries}
+    if user_id is None:
+        used["live_sandboxes_per_member"] = None
+    return [{"name": q.name, "label": q.label, "limit": limit(tenant, q.name),
+             "used": used[q.name], "overridden": q.name in (tenant.quotas or {})}
+            for q in QUOTAS.values()]
+
+
+def set_override(tenant: Tenant, name: str, value: int | None) -> None:
+    """The operator's limit for one workspace (None: back to the deployment's)."""
+    if name not in QUOTAS:
+        raise ValueError(f"unknown quota {name!r}; one of: {', '.join(QUOTAS)}")
+    if value is not None and value < 0:
+        raise ValueError("a quota is a whole number, 0 or more")
+    overrides = dict(tenant.quotas or {})
+    if value is None:
+        overrides.pop(name, None)
+    else:
+        overrides[name] = value
+    tenant.quotas = overrides
+    db.session.commit()
