@@ -135,6 +135,12 @@ class BaseConfig:
     # Whether a config's allow_private_endpoints may take effect at all (loopback and
     # private addresses). Link-local, metadata, unspecified and multicast: never.
     SANDBOX_ALLOW_PRIVATE_ENDPOINTS = _flag("SANDBOX_ALLOW_PRIVATE_ENDPOINTS")
+    # Open event streams of one process: SKILL_STREAMS_MAX in all (api/install_streams.py),
+    # of which one workspace holds at most STREAMS_PER_WORKSPACE, one member or key
+    # STREAMS_PER_MEMBER.
+    SKILL_STREAMS_MAX = _int("SKILL_STREAMS_MAX", 224)
+    STREAMS_PER_WORKSPACE = _int("STREAMS_PER_WORKSPACE", 64)
+    STREAMS_PER_MEMBER = _int("STREAMS_PER_MEMBER", 16)
     # Quotas (services/quotas.py; `flask quotas set` overrides them for one workspace). A
     # session's sandbox counts while the session holds it, paused or not.
     QUOTA_LIVE_SANDBOXES_PER_MEMBER = _int("QUOTA_LIVE_SANDBOXES_PER_MEMBER", 5)

@@ -90,7 +90,7 @@ def cancel_run(session_id, run_id):
 @guard(Role.viewer)
 @doc("A run's output as server-sent events: `event: message` frames {stream, text} (or "
      "{stream, omitted: true} once past the stored cap), then {done: true, status, "
-     "exit_code, duration_ms, truncated, error}", errors=(404, 503), stream=True)
+     "exit_code, duration_ms, truncated, error}", errors=(404, 429, 503), stream=True)
 def run_events(session_id, run_id):
     _, run = _run(session_id, run_id)
     slot = stream_slot()

@@ -16,4 +16,7 @@ def make_app() -> Flask:
         "SQLALCHEMY_DATABASE_URI": os.environ["SANDLOT_TEST_DATABASE_URL"],
         "REDIS_URL": os.environ["SANDLOT_TEST_REDIS_URL"],
         "JOB_QUEUE": "sandlot-test-streams-unused",
+        # One admin holds all 200 streams of the capacity test: the process total is
+        # what it measures, so the member's and the workspace's shares are the total.
+        "STREAMS_PER_MEMBER": 224, "STREAMS_PER_WORKSPACE": 224,
     })

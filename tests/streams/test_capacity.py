@@ -5,6 +5,7 @@ Past SKILL_STREAMS_MAX a stream is refused with 503 instead of taking a page's t
 
 from __future__ import annotations
 
+import json
 import time
 
 import httpx
@@ -81,3 +82,43 @@ def test_past_the_cap_a_stream_is_refused_not_queued(app, two_tenants, serve, mo
             break
         time.sleep(0.2)
     assert statuses[-1] == 200, statuses
+
+
+def _refused(base: str, path: str, headers: dict[str, str]) -> dict:
+    probe = read_stream(base, path, headers, limit=5)
+    probe.ended.wait(5)
+    assert probe.status == 429, (probe.status, probe.body)
+    error = json.loads(probe.body)["error"]
+    assert error["code"] == "quota_exceeded"
+    return error["data"]
+
+
+def test_one_member_or_workspace_holds_only_its_share_of_the_streams(app, two_tenants,
+                                                                     serve, monkeypatch):
+    """Issue 22 item 5: one viewer opened every stream slot of the process on one run, and
+    another workspace's streams got 503. Each member and each workspace now holds at most
+    its share; past it the answer is 429 `quota_exceeded`, and others still open theirs."""
+    monkeypatch.setitem(app.config, "SKILL_STREAMS_MAX", 10)
+    monkeypatch.setitem(app.config, "STREAMS_PER_MEMBER", 2)
+    monkeypatch.setitem(app.config, "STREAMS_PER_WORKSPACE", 3)
+    monkeypatch.setitem(app.extensions, "skill_stream_slots", install_streams.StreamSlots())
+    a, b = two_tenants
+    rows = {group.tenant.id: make_skill(group.tenant) for group in (a, b)}
+    for row in rows.values():
+        log_for(row).emit("accepted", 10)
+    base = serve(app)
+    admin_a, owner_a = token(app, a.admin, a.tenant), token(app, a.owner, a.tenant)
+    path_a = url_of(rows[a.tenant.id])
+    held = [read_stream(base, path_a, admin_a, limit=5) for _ in range(2)]
+    assert all(s.wait_frames(1) for s in held)
+    assert _refused(base, path_a, admin_a) == {"quota": "streams_per_member", "limit": 2,
+                                               "used": 2}
+    held.append(read_stream(base, path_a, owner_a, limit=5))
+    assert held[-1].wait_frames(1)
+    assert _refused(base, path_a, owner_a) == {"quota": "streams_per_workspace", "limit": 3,
+                                               "used": 3}
+    theirs = read_stream(base, url_of(rows[b.tenant.id]), token(app, b.admin, b.tenant),
+                         limit=5)
+    assert theirs.wait_frames(1) and theirs.status == 200
+    for stream in [*held, theirs]:
+        stream.hang_up()
