@@ -374,6 +374,8 @@ def test_install_onto_two_docker_configs_leaves_both_installing(world, login_as,
     client = login_as(a.admin, a.tenant)
     drawer = text(client.get(f"/skills/{entry.id}/install", headers={"HX-Request": "true"}))
     assert "Install “pdf-tools”" in drawer and drawer.count('name="sandbox_config_ids"') == 2
+    # Issue 22 item 4: what installing trusts the author with, in plain words.
+    assert "Installing a skill trusts its author" in drawer
 
     response = client.post(f"/skills/{entry.id}/install",
                            data={"sandbox_config_ids": [one.id, two.id]},
