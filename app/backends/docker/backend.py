@@ -12,6 +12,7 @@ left outside its process group is killed from the host (reap.py).
 
 Only containers carrying `sandlot_*` labels are ours: everything else on the engine is
 invisible to this backend (get/exec/delete answer SandboxNotFound, list skips it).
+How a container's labels, state and creation time read as a SandboxInfo: containers.py.
 
 Files: see files.py (archive API for content, exec for the rest, checked as the
 requesting user). Engine plumbing (settings, error mapping, the exec stream): see io.py.
@@ -32,14 +33,12 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any
 
 import docker
 
 from app.backends.base import (
     LIVE_STATES,
-    METADATA_PREFIX,
     BackendError,
     Capabilities,
     SandboxInfo,
@@ -48,6 +47,7 @@ from app.backends.base import (
     SandboxState,
     Unsupported,
 )
+from app.backends.docker import containers
 from app.backends.docker import disk as docker_disk
 from app.backends.docker import io as docker_io
 from app.backends.docker.commands import DockerCommands
@@ -64,40 +64,6 @@ from app.backends.sandbox_paths import is_ours as _ours
 # session looks again and resumes or replaces the sandbox (app.services.sessions.binding).
 FRESH_SEC = 2.0
 _LOOKS: dict[str, dict[str, tuple[float, dict[str, Any]]]] = {}  # engine -> id -> look
-
-STATES = {
-    "running": SandboxState.running,
-    "paused": SandboxState.paused,
-    "created": SandboxState.transitioning,
-    "restarting": SandboxState.transitioning,
-    "removing": SandboxState.terminal,
-    "exited": SandboxState.terminal,
-    "dead": SandboxState.terminal,
-}
-
-def _iso(created: Any) -> str | None:
-    """Creation time as ISO 8601 UTC to the second (list gives epoch, inspect RFC 3339)."""
-    if isinstance(created, int | float):
-        return datetime.fromtimestamp(int(created), UTC).isoformat()
-    if isinstance(created, str) and len(created) >= 19:
-        return datetime.strptime(created[:19], "%Y-%m-%dT%H:%M:%S").replace(
-            tzinfo=UTC).isoformat()
-    return None
-
-
-def _metadata(labels: dict[str, str] | None) -> dict[str, str]:
-    """Our labels; an empty value is a label masked at create (see `_labels`)."""
-    return {k: v for k, v in (labels or {}).items() if k.startswith(METADATA_PREFIX) and v}
-
-
-def _labels(metadata: dict[str, str], image: dict[str, Any]) -> dict[str, str]:
-    """Container labels: the metadata, with sandlot_* labels a snapshot image carries
-    from its parent sandbox masked to "", since Docker merges image labels in and
-    cannot drop them (a child must never match its parent's session)."""
-    inherited = (image.get("Config") or {}).get("Labels") or {}
-    masked = {key: "" for key in inherited if key.startswith(METADATA_PREFIX)}
-    return {**masked, **metadata}
-
 
 _DISK_POOL = ThreadPoolExecutor(4, thread_name_prefix="sandbox-disk")
 
@@ -181,20 +147,6 @@ class DockerBackend(DockerCommands, DockerFiles, DockerImages):
             raise missing
         self._seen[data["Id"]] = self._seen[sandbox_id] = (time.monotonic(), data)
         return data
-
-    @staticmethod
-    def _info(status: str, data: dict[str, Any], labels: dict[str, str] | None,
-              image: str) -> SandboxInfo:
-        return SandboxInfo(id=data["Id"], state=STATES.get(status, SandboxState.unknown),
-                           metadata=_metadata(labels), template=image,
-                           started_at=_iso(data.get("Created")))
-
-    def _from_inspect(self, data: dict[str, Any]) -> SandboxInfo:
-        config = data["Config"]
-        return self._info(data["State"]["Status"], data, config.get("Labels"), config["Image"])
-
-    def _from_summary(self, row: dict[str, Any]) -> SandboxInfo:
-        return self._info(row.get("State", ""), row, row.get("Labels"), row.get("Image", ""))
 
     def _running(self, sandbox_id: str) -> str:
         return self._running_data(sandbox_id)["Id"]
@@ -309,7 +261,7 @@ class DockerBackend(DockerCommands, DockerFiles, DockerImages):
         image = spec.template or self.settings.image
         if not image:
             raise BackendError("Image is required: name an image on the engine")
-        labels = _labels(spec.metadata, self._require_image(image))
+        labels = containers.labels_for(spec.metadata, self._require_image(image))
         secrets = tuple(spec.env.values())
         # The disk (mkfs, mount) is made while the network and its rules are: neither
         # needs the other, and both are most of a policed cold start.
@@ -349,13 +301,13 @@ class DockerBackend(DockerCommands, DockerFiles, DockerImages):
                 self.egress.release(egress_id)
 
     def get(self, sandbox_id: str) -> SandboxInfo:
-        return self._from_inspect(self._inspect(sandbox_id))
+        return containers.from_inspect(self._inspect(sandbox_id))
 
     def get_recent(self, sandbox_id: str) -> SandboxInfo:
         """`get`, answered from a look at the running container taken within FRESH_SEC
         when there is one (an exec on it raises SandboxStale if it no longer holds)."""
         data = self._recent(sandbox_id)
-        return self._from_inspect(data) if data is not None else self.get(sandbox_id)
+        return containers.from_inspect(data) if data is not None else self.get(sandbox_id)
 
     def list(self, metadata: dict[str, str],
              states: frozenset[SandboxState] = LIVE_STATES) -> list[SandboxInfo]:
@@ -363,7 +315,7 @@ class DockerBackend(DockerCommands, DockerFiles, DockerImages):
         filters = {"label": [f"{key}={value}" for key, value in metadata.items()]}
         with self._errors("list sandboxes"):
             rows = self.api.containers(all=True, filters=filters)
-        infos = [self._from_summary(row) for row in rows if _ours(row.get("Labels"))]
+        infos = [containers.from_summary(row) for row in rows if _ours(row.get("Labels"))]
         return [info for info in infos if info.state in states]
 
     def connect(self, sandbox_id: str) -> SandboxInfo:
