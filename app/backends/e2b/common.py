@@ -5,7 +5,7 @@ its SandboxQuery paginator, kill/pause/timeout/snapshots through its Sandbox cla
 methods, and the few calls whose shape differs between E2B and Cube through the
 SDK's own REST client. Data plane through the SDK's envd clients: commands via
 `commands.run`, files via `files.*`, on a Sandbox handle built from the sandbox's
-detail (its envd token and domain) without resuming it.
+detail (its envd token and domain) without resuming it: commands in commands.py.
 
 Only sandboxes carrying `sandlot_*` metadata are ours: anything else in the account
 is invisible (get/exec/delete answer SandboxNotFound, list skips it).
@@ -25,7 +25,6 @@ import ipaddress
 import posixpath
 import shlex
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -50,7 +49,6 @@ from app.backends.base import (
     BackendError,
     BackendTimeout,
     Capabilities,
-    ExecResult,
     FileEntry,
     SandboxInfo,
     SandboxNotFound,
@@ -59,10 +57,11 @@ from app.backends.base import (
     SandboxState,
 )
 from app.backends.e2b import io
+from app.backends.e2b.commands import E2BCommands
 from app.backends.e2b.io import ENVD_PORT, E2BSettings
 from app.backends.e2b.templates import TemplateCatalog
 from app.backends.e2b.templates import iso as _iso
-from app.backends.sandbox_paths import CHECK_READ, PREPARE_WRITE, WORKDIR, abs_path
+from app.backends.sandbox_paths import CHECK_READ, PREPARE_WRITE, abs_path
 from app.backends.sandbox_paths import is_ours as _ours
 
 DENY_ALL = "0.0.0.0/0"
@@ -122,7 +121,7 @@ class Remote:
                            template=self.template, started_at=self.started_at)
 
 
-class E2BCompatible(TemplateCatalog):
+class E2BCompatible(E2BCommands, TemplateCatalog):
     """The protocol over one E2B-compatible account; subclasses create and resume."""
 
     provider = "e2b"
@@ -359,53 +358,6 @@ class E2BCompatible(TemplateCatalog):
                          allow_private=self.settings.allow_private_endpoints)
         self._safe_urls.add(url)
 
-    def exec(self, sandbox_id: str, command: str, *, user: str | None = None,
-             cwd: str | None = None, env: dict[str, str] | None = None,
-             timeout_sec: int = 60, output_limit: int = 1 << 20,
-             on_output: Callable[[int, bytes], None] | None = None,
-             on_started: Callable[[str], None] | None = None) -> ExecResult:
-        """Run `command` (envd runs it with `bash -l -c`), killed after `timeout_sec`.
-
-        stdout and stderr are each kept up to `output_limit` bytes (truncated=True when
-        more was produced). At the deadline the stream ends, the process is killed
-        (SIGKILL) and the result is timed_out with exit code 137. `on_output(stream,
-        chunk)` sees the output live; `on_started(ref)` gets the process's id, the handle
-        `cancel_exec` takes.
-        """
-        timeout_sec = timeout_sec if timeout_sec > 0 else 60
-        handle, tokens = self._handle(sandbox_id)
-        secrets = (*tokens, *(env or {}).values())
-        out, err = io.Capped(output_limit), io.Capped(output_limit)
-        clock = io.Stopwatch()
-        timed_out = False
-        with self._errors("exec", secrets):
-            command_handle = handle.commands.run(
-                command, background=True, envs=dict(env or {}) or None, user=user,
-                cwd=cwd or WORKDIR, timeout=timeout_sec, retain_output=False)
-            if on_started is not None:
-                on_started(str(command_handle.pid))
-            try:
-                exit_code = command_handle.wait(on_stdout=_tee(out, 1, on_output),
-                                                on_stderr=_tee(err, 2, on_output)).exit_code
-            except CommandExitException as exc:
-                exit_code = exc.exit_code
-            except SandboxNotRunningException:
-                raise
-            except TimeoutException:
-                timed_out = True
-                exit_code = 137
-                command_handle.kill()
-        return ExecResult(stdout=out.text(), stderr=err.text(), exit_code=exit_code,
-                          duration_ms=int(clock.elapsed * 1000), timed_out=timed_out,
-                          truncated=out.truncated or err.truncated)
-
-    def cancel_exec(self, sandbox_id: str, ref: str) -> bool:
-        """SIGKILL a running command; envd signals its whole process group. False when it
-        had already ended."""
-        handle, tokens = self._handle(sandbox_id)
-        with self._errors("stop command", tokens):
-            return bool(handle.commands.kill(int(ref)))
-
     def _check(self, handle: Sandbox, tokens: tuple[str, ...], script: str, *args: str,
                user: str | None, what: str) -> None:
         """A check script as `user`; exit 3 means "no such path"."""
@@ -510,15 +462,3 @@ class E2BCompatible(TemplateCatalog):
             return
         with self._errors("delete snapshot"):
             self.sdk.Sandbox.delete_snapshot(snapshot_id)
-
-
-def _tee(capped: io.Capped, stream: int,
-         sink: Callable[[int, bytes], None] | None) -> Callable[[str], None]:
-    """Keep a chunk and, for a live view, pass it on as bytes."""
-    if sink is None:
-        return capped.add
-
-    def add(chunk: str) -> None:
-        capped.add(chunk)
-        sink(stream, chunk.encode())
-    return add
