@@ -39,6 +39,7 @@ from dnslib import RCODE, DNSRecord
 
 from app.backends.base import BackendError, ResolvedNetworkPolicy
 from app.backends.docker.egress import dns, nft
+from app.backends.docker.egress.dns_answer import PROBE_SUFFIX
 from app.backends.docker.egress.policy import EGRESS_ID, EgressPolicy, SandboxNet
 from app.security.files import open_private, write_private
 
@@ -432,7 +433,7 @@ def probe(net: SandboxNet, timeout: float = 0.3) -> bool:
 
     The socket is connected, so while nothing listens there the port-unreachable
     comes back as ConnectionRefusedError at once instead of a wait for `timeout`."""
-    query = DNSRecord.question(f"{net.id}{dns.PROBE_SUFFIX}")
+    query = DNSRecord.question(f"{net.id}{PROBE_SUFFIX}")
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
             sock.bind(("127.0.0.1", 0))  # answered: loopback or the sandbox's subnet only
