@@ -11,5 +11,6 @@ answers the sandbox's lookups, teaching the firewall the IPs of allowed names.
 - `dns.py`: the resolver daemon (`python -m app.backends.docker.egress.dns`);
 - `dns_answer.py`: how the resolver answers one query (forward, refuse, learn);
 - `dns_limits.py`: each sandbox's share of the resolver;
-- `manager.py`: the per-sandbox lifecycle the Docker backend calls.
+- `manager.py`: the per-sandbox lifecycle the Docker backend calls;
+- `settings.py`: the state directory, DNS upstream and subnet pool, from the environment.
 """
