@@ -346,13 +346,9 @@ class E2BCompatible(E2BCommands, E2BFiles, TemplateCatalog):
         """The id of the snapshot named `name` (an abandoned build is found by name), or
         `name` itself when there is none."""
         with self._errors("list snapshots"):
-            pages = self.sdk.Sandbox.list_snapshots(limit=LIST_PAGE)
-            for _ in range(MAX_PAGES):
-                if not pages.has_next:
-                    break
-                for snap in pages.next_items():
-                    if name in (snap.names or ()):
-                        return snap.snapshot_id
+            for snap in self._snapshots():
+                if name in (snap.names or ()):
+                    return snap.snapshot_id
         return name
 
     def create_snapshot(self, sandbox_id: str, name: str) -> str:
