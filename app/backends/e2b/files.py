@@ -18,7 +18,13 @@ from e2b import CommandExitException, Sandbox, SandboxNotRunningException, Timeo
 from e2b.sandbox.filesystem.filesystem import FileType
 
 from app.backends.base import BackendError, BackendTimeout, FileEntry, SandboxPathNotFound
-from app.backends.sandbox_paths import CHECK_READ, PREPARE_WRITE, abs_path
+from app.backends.sandbox_paths import (
+    CHECK_READ,
+    PREPARE_WRITE,
+    abs_path,
+    file_path,
+    removable_path,
+)
 
 # Checks run as the requesting user before envd (root) acts (see sandbox_paths).
 CHECK_LIST = r"""
@@ -54,10 +60,7 @@ class E2BFiles:
 
     def write_file(self, sandbox_id: str, path: str, data: bytes, *,
                    user: str | None = None) -> None:
-        full = abs_path(path)
-        parent, name = posixpath.split(full)
-        if not name:
-            raise BackendError("write_file needs a file path")
+        full, parent, _ = file_path(path)
         handle, tokens = self._handle(sandbox_id)
         self._check(handle, tokens, PREPARE_WRITE, parent, full, user=user, what="write file")
         with self._errors("write file", tokens):
@@ -87,9 +90,7 @@ class E2BFiles:
                     what="make dir")
 
     def remove(self, sandbox_id: str, path: str, *, user: str | None = None) -> None:
-        full = abs_path(path)
-        if full == "/":
-            raise BackendError("refusing to remove /")
+        full = removable_path(path)
         handle, tokens = self._handle(sandbox_id)
         self._check(handle, tokens, 'rm -rf -- "$1"', full, user=user, what="remove")
 
