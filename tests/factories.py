@@ -1,8 +1,10 @@
-"""Model factories for tests: real rows through the real services."""
+"""Model factories for tests: real rows through the real services, and the documents
+they are made from."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from app.extensions import db
 from app.models import ApiKey, Invitation, Membership, Role, Tenant, User
@@ -11,6 +13,29 @@ from app.services.identity import api_keys, invitations, users
 
 PASSWORD = "correct-horse-battery"
 PEPPER = "testing-secret-key-not-for-production"  # TestingConfig.SECRET_KEY
+
+CLOSED_PORT = "http://127.0.0.1:9"  # loopback "discard": nothing listens, nothing leaves
+# The connection block of each backend, just enough to be valid. Remote backends point at
+# a closed loopback port, so they need allow_private_endpoints (set by config_doc).
+CONFIG_BLOCKS: dict[str, dict[str, Any]] = {
+    "docker": {"image": "sandlot/sandbox:base"},
+    "e2b": {"api_key": "e2b_test_key", "template_id": "base", "api_url": CLOSED_PORT},
+    "cube": {"api_url": CLOSED_PORT, "proxy_url": CLOSED_PORT, "sandbox_domain": "cube.test",
+             "template_id": "base"},
+}
+
+
+def config_doc(kind: str, block: dict[str, Any] | None = None, **overrides: Any
+               ) -> dict[str, Any]:
+    """A valid config document for `kind` (docker, e2b or cube): the backend's block from
+    CONFIG_BLOCKS updated with `block`, then top-level `overrides` (env_vars, network,
+    allow_private_endpoints, ...) replacing what they name."""
+    doc: dict[str, Any] = {"sandbox_type": kind}
+    if kind != "docker":
+        doc["allow_private_endpoints"] = True
+    doc[kind] = {**CONFIG_BLOCKS[kind], **(block or {})}
+    doc.update(overrides)
+    return doc
 
 
 def make_tenant(name: str) -> Tenant:

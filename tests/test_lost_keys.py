@@ -21,6 +21,7 @@ from app.services.personal import resolver
 from app.services.personal import values as personal_env
 from app.services.sandboxes import configs as service
 from app.services.sandboxes import document as sandbox_doc
+from tests.factories import config_doc
 from tests.sweeps import secrets as planted
 from tests.sweeps.routes import make_installed_skill
 
@@ -33,15 +34,14 @@ E2B_KEY, ENV_VALUE, HEADER_VALUE = "lost-e2b-key-3c1d", "lost-env-value-77a0", "
 @pytest.fixture
 def world(two_tenants):
     a, _ = two_tenants
-    docker = service.create_config(a.tenant, audit.SystemActor("tests"), "Docker", "", {
-        "sandbox_type": "docker", "docker": {"image": "sandlot/sandbox:base"},
-        "env_vars": {"TOKEN": ENV_VALUE, "OTHER": "other-value"}})
-    e2b = service.create_config(a.tenant, audit.SystemActor("tests"), "E2B", "", {
-        "sandbox_type": "e2b", "allow_private_endpoints": True,
-        "e2b": {"api_key": E2B_KEY, "template_id": "base", "api_url": "http://127.0.0.1:9"},
-        "network": {"allow_out": ["api.example.com"], "deny_egress_by_default": True,
-                    "e2b_host_rules": [{"host": "api.example.com",
-                                        "headers": {"X-Key": HEADER_VALUE}}]}})
+    docker = service.create_config(a.tenant, audit.SystemActor("tests"), "Docker", "",
+                                   config_doc("docker", env_vars={"TOKEN": ENV_VALUE,
+                                                                  "OTHER": "other-value"}))
+    e2b = service.create_config(a.tenant, audit.SystemActor("tests"), "E2B", "", config_doc(
+        "e2b", {"api_key": E2B_KEY},
+        network={"allow_out": ["api.example.com"], "deny_egress_by_default": True,
+                 "e2b_host_rules": [{"host": "api.example.com",
+                                     "headers": {"X-Key": HEADER_VALUE}}]}))
     return a, docker.id, e2b.id
 
 

@@ -8,6 +8,7 @@ sandbox check's human reasons.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -204,6 +205,18 @@ class QuotaExceeded(BackendError):
 
 class Unsupported(BackendError):
     kind = "unsupported"
+
+
+def causes(exc: BaseException) -> Iterator[BaseException]:
+    """`exc`, then what caused it (`__cause__`, else `__context__`), each once: where
+    a provider's failure is translated into the errors above, the reason is often a
+    few links down the chain."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
 
 
 @runtime_checkable

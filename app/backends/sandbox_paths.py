@@ -30,6 +30,23 @@ def abs_path(path: str) -> str:
     return posixpath.normpath(posixpath.join(WORKDIR, path))
 
 
+def file_path(path: str) -> tuple[str, str, str]:
+    """Where `write_file` writes: the absolute path, its directory and its name."""
+    full = abs_path(path)
+    parent, name = posixpath.split(full)
+    if not name:
+        raise BackendError("write_file needs a file path")
+    return full, parent, name
+
+
+def removable_path(path: str) -> str:
+    """The absolute path `remove` deletes; never the root."""
+    full = abs_path(path)
+    if full == "/":
+        raise BackendError("refusing to remove /")
+    return full
+
+
 def is_ours(metadata: dict[str, str] | None) -> bool:
     """Only sandboxes carrying our sandlot_* metadata are ours to see or touch."""
     return any(key.startswith(METADATA_PREFIX) for key in (metadata or {}))

@@ -15,6 +15,7 @@ from app.models import InstalledSkill, InstallStatus, SandboxConfig, SandboxSess
 from app.services import audit
 from app.services.sandboxes import configs as service
 from app.services.skills.installs import pipeline
+from tests.factories import config_doc
 from tests.fakes.skill_archives import make_zip, skill_files
 from tests.sweeps.routes import make_installed_skill
 from tests.web._support import text
@@ -26,8 +27,8 @@ OFF = "Docker sandboxes are turned off on this deployment"
 def docker_off(app, two_tenants, bearer, monkeypatch):
     """A Docker config saved while Docker was allowed, then the operator turned it off."""
     a, _ = two_tenants
-    config = service.create_config(a.tenant, audit.SystemActor("tests"), "Local", "", {
-        "sandbox_type": "docker", "docker": {"image": "sandlot/sandbox:base"}})
+    config = service.create_config(a.tenant, audit.SystemActor("tests"), "Local", "",
+                                   config_doc("docker"))
     monkeypatch.setitem(app.config, "SANDBOX_BACKENDS", ["e2b", "cube"])
     return {"a": a, "config": config, "admin": bearer(a.admin, a.tenant),
             "member": bearer(a.viewer, a.tenant)}

@@ -10,6 +10,7 @@ import socket
 
 import pytest
 
+from tests.factories import config_doc
 from tests.web._support import post_form, text
 from tests.web.test_sandbox_check_ui import poll
 
@@ -26,8 +27,7 @@ def closed_port() -> int:
 
 
 def e2b_doc(api_url: str) -> dict:
-    return {"sandbox_type": "e2b", "allow_private_endpoints": True,
-            "e2b": {"api_key": "topology-key-123", "template_id": "base", "api_url": api_url}}
+    return config_doc("e2b", {"api_key": "topology-key-123", "api_url": api_url})
 
 
 def e2b_form(api_url: str) -> dict:

@@ -20,6 +20,7 @@ from app.services.sandboxes.check import job as sandbox_check
 from tests.api import check_world
 from tests.api.check_world import DENIED, DENIED_URL, OPEN, OPEN_URL
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, require_docker
+from tests.factories import config_doc
 from tests.sweeps import routes
 
 URL = "/api/v1/system/sandbox-check"
@@ -53,8 +54,8 @@ def probe_world(app, tmp_path):
 
 
 def docker_doc(image: str = BASE_IMAGE, engine: str = "", **extra) -> dict:
-    return {"sandbox_type": "docker", "docker": {"image": image, "engine": engine,
-                                                 "http_timeout_sec": 10}, **extra}
+    return config_doc("docker", {"image": image, "engine": engine, "http_timeout_sec": 10},
+                      **extra)
 
 
 def create(api, doc: dict | None = None) -> dict:

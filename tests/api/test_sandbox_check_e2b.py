@@ -13,6 +13,7 @@ import pytest
 from app.extensions import db
 from app.models import Job
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, RUN_ID, require_docker
+from tests.factories import config_doc
 
 # Configs here point at loopback fakes: the operator allows private endpoints.
 pytestmark = pytest.mark.usefixtures("private_endpoints")
@@ -39,7 +40,7 @@ def admin_api(two_tenants, bearer):
 
 def e2b_doc(fake, **block) -> dict:
     settings = {k: v for k, v in fake.settings().items() if k != "allow_private_endpoints"}
-    return {"sandbox_type": "e2b", "allow_private_endpoints": True, "e2b": {**settings, **block}}
+    return config_doc("e2b", {**settings, **block})
 
 
 def rows(data: dict) -> dict[str, dict]:

@@ -18,6 +18,7 @@ from app.backends.docker.backend import DockerBackend
 from app.extensions import db
 from app.models import SandboxConfig
 from tests.backends.conftest import BUSYBOX_IMAGE, DOCKER_HOST, RUN_ID, RUN_LABEL, require_docker
+from tests.factories import config_doc
 
 BASE = "/api/v1/sandbox-configs"
 MISSING_SOCKET = "unix:///tmp/sandlot-test-no-engine.sock"
@@ -50,8 +51,7 @@ def engine():
 
 
 def docker_doc(engine: str = "", timeout: int = 10, image: str = BUSYBOX_IMAGE) -> dict:
-    return {"sandbox_type": "docker",
-            "docker": {"image": image, "engine": engine, "http_timeout_sec": timeout}}
+    return config_doc("docker", {"image": image, "engine": engine, "http_timeout_sec": timeout})
 
 
 def create(api, engine: str = "", timeout: int = 10) -> dict:

@@ -9,6 +9,7 @@ from sqlalchemy import func, select
 
 from app.extensions import db
 from app.models import AuditEvent, SandboxConfig
+from tests.factories import config_doc
 
 # Configs here point at loopback fakes: the operator allows private endpoints.
 pytestmark = pytest.mark.usefixtures("private_endpoints")
@@ -18,17 +19,12 @@ BASE = "/api/v1/sandbox-configs"
 
 
 def docker_doc(**overrides):
-    doc = {"sandbox_type": "docker", "docker": {"image": "sandlot/sandbox:base"}}
-    doc.update(overrides)
-    return doc
+    return config_doc("docker", **overrides)
 
 
 def e2b_doc(**overrides):
-    doc = {"sandbox_type": "e2b", "allow_private_endpoints": True,
-           "e2b": {"api_key": E2B_KEY, "template_id": "base", "api_url": "http://127.0.0.1:9"},
-           "env_vars": {"TOKEN": "env-secret-1", "PLAIN": "x"}}
-    doc.update(overrides)
-    return doc
+    return config_doc("e2b", {"api_key": E2B_KEY},
+                      **{"env_vars": {"TOKEN": "env-secret-1", "PLAIN": "x"}, **overrides})
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ import pytest
 from app.extensions import db
 from app.models import SandboxConfig
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, RUN_ID, require_docker
+from tests.factories import config_doc
 
 BASE = "/api/v1/sandbox-configs"
 CHECK = "/api/v1/system/sandbox-check"
@@ -63,8 +64,7 @@ def admin_api(two_tenants, bearer):
 
 def e2b_doc(fake, **block) -> dict:
     settings = {k: v for k, v in fake.settings().items() if k != "allow_private_endpoints"}
-    return {"sandbox_type": "e2b", "allow_private_endpoints": True,
-            "env_vars": {"TOKEN": ENV_SECRET}, "e2b": {**settings, **block}}
+    return config_doc("e2b", {**settings, **block}, env_vars={"TOKEN": ENV_SECRET})
 
 
 def stored(api, doc: dict) -> str:
@@ -214,10 +214,7 @@ def test_a_full_access_key_may_reuse_with_unchanged_endpoints(two_tenants, key_c
 # -- secrets inside network rules ---------------------------------------------------------------
 
 def cube_doc(rule: dict) -> dict:
-    return {"sandbox_type": "cube", "allow_private_endpoints": True,
-            "cube": {"api_url": "http://127.0.0.1:9", "proxy_url": "http://127.0.0.1:9",
-                     "sandbox_domain": "cube.test", "template_id": "base", "api_key": "k"},
-            "network": {"cube_rules": [rule]}}
+    return config_doc("cube", {"api_key": "k"}, network={"cube_rules": [rule]})
 
 
 RULE = {"name": "api", "host": "api.example.com", "scheme": "https", "path": "/v1",

@@ -11,6 +11,7 @@ from app.backends.docker import disk as docker_disk
 from app.extensions import db
 from app.models import SandboxConfig, SandboxSession
 from tests.backends.conftest import BASE_IMAGE, require_docker
+from tests.factories import config_doc
 from tests.jobs.helpers import wait_for_terminal
 
 CONFIGS = "/api/v1/sandbox-configs"
@@ -25,9 +26,9 @@ def _engine():
 def world(two_tenants, bearer):
     a, b = two_tenants
     admin = bearer(a.admin, a.tenant)
-    config = admin.post(CONFIGS, json={"name": "local", "config": {
-        "sandbox_type": "docker", "env_vars": {"GREETING": "hello-from-config"},
-        "docker": {"image": BASE_IMAGE, "network_mode": "none"}}}).json["data"]
+    config = admin.post(CONFIGS, json={"name": "local", "config": config_doc(
+        "docker", {"image": BASE_IMAGE, "network_mode": "none"},
+        env_vars={"GREETING": "hello-from-config"})}).json["data"]
     member = bearer(a.contributor, a.tenant)
     return a, b, config, member, bearer
 

@@ -18,6 +18,7 @@ import pytest
 from app.extensions import db
 from app.models import InstalledSkill, InstallStatus, SandboxConfig
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, RUN_ID, require_docker
+from tests.factories import config_doc
 
 pytestmark = pytest.mark.usefixtures("private_endpoints")
 
@@ -77,8 +78,7 @@ def admin_api(two_tenants, bearer):
 def doc(fake, **block) -> dict:
     settings = {k: v for k, v in fake.settings().items() if k != "allow_private_endpoints"}
     desktop = block.pop("desktop_enabled", False)
-    return {"sandbox_type": fake.flavor, "allow_private_endpoints": True,
-            "desktop_enabled": desktop, fake.flavor: {**settings, **block}}
+    return config_doc(fake.flavor, {**settings, **block}, desktop_enabled=desktop)
 
 
 def create(api, fake, **block) -> str:

@@ -39,6 +39,7 @@ from app.services.sessions import (
     lifecycle as sessions,
 )
 from tests.backends.conftest import BASE_IMAGE
+from tests.factories import config_doc
 from tests.jobs.helpers import wait_for_terminal
 from tests.sweeps.routes import make_sandbox_config
 from tests.web._support import post_form
@@ -182,8 +183,8 @@ def test_an_unreachable_provider_still_ends_the_session_and_keeps_the_orphan(wor
 def docker_world(two_tenants, bearer, engine):
     a, _ = two_tenants
     admin = bearer(a.admin, a.tenant)
-    config = admin.post(CONFIGS, json={"name": "local", "config": {
-        "sandbox_type": "docker", "docker": {"image": BASE_IMAGE, "network_mode": "none"}}})
+    config = admin.post(CONFIGS, json={"name": "local", "config": config_doc(
+        "docker", {"image": BASE_IMAGE, "network_mode": "none"})})
     assert config.status_code == 201, config.json
     return a, admin, config.json["data"]["id"], bearer(a.contributor, a.tenant)
 

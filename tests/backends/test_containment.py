@@ -23,6 +23,7 @@ from app.errors import ValidationFailed
 from app.services.sandboxes import document as sandbox_doc
 from tests import load
 from tests.backends.conftest import BASE_IMAGE, Harness
+from tests.factories import config_doc
 
 # Lists the processes of a sandbox as "pid args", without ps (not in the image).
 PROCESSES = ("for p in /proc/[0-9]*; do [ -r $p/cmdline ] && "
@@ -30,8 +31,8 @@ PROCESSES = ("for p in /proc/[0-9]*; do [ -r $p/cmdline ] && "
 
 
 def _doc(**docker: object) -> dict:
-    return sandbox_doc.validate({"sandbox_type": "docker", "docker": {
-        "image": BASE_IMAGE, "network_mode": "none", **docker}})
+    return sandbox_doc.validate(config_doc("docker", {
+        "image": BASE_IMAGE, "network_mode": "none", **docker}))
 
 
 def _create(harness: Harness, **docker: object) -> SandboxInfo:

@@ -37,7 +37,7 @@ import pytest
 
 from app.backends.base import BackendError, ResolvedNetworkPolicy, SandboxInfo
 from app.backends.docker.backend import DockerBackend
-from app.backends.docker.egress import dns, manager, nft
+from app.backends.docker.egress import dns, dns_answer, manager, nft
 from tests.backends.conftest import (
     BASE_IMAGE,
     RUN_ID,
@@ -396,7 +396,7 @@ def test_learned_ip_expires_with_the_ttl(world, sandboxes):
 
     assert probe(sandboxes, sandbox, "short.test.example") == {
         "short.test.example": reached(SHORT)}
-    deadline = time.monotonic() + dns.MIN_TTL + 10  # TTL 1 s, kept at least MIN_TTL
+    deadline = time.monotonic() + dns_answer.MIN_TTL + 10  # TTL 1 s, kept at least MIN_TTL
     while SHORT in nft.learned(net_id):
         assert time.monotonic() < deadline, "learned IP never expired"
         time.sleep(0.5)
@@ -714,16 +714,16 @@ def test_refused_names_are_answered_locally_and_never_forwarded(monkeypatch):
     def no_forwarding(*args):
         raise AssertionError("a refused name was forwarded")
 
-    monkeypatch.setattr(dns, "forward", no_forwarding)
+    monkeypatch.setattr(dns_answer, "forward", no_forwarding)
     net = SandboxNet("0123456789", "10.213.0.0/28", "10.213.0.1", "192.0.2.53:53",
                      EgressPolicy(deny_all=True, domains=("*.svc.example",)))
 
     for name in ("svc.example", "data-to-steal.attacker.example", "x.svc.example.evil"):
-        reply = DNSRecord.parse(dns.answer(net, DNSRecord.question(name).pack()))
+        reply = DNSRecord.parse(dns_answer.answer(net, DNSRecord.question(name).pack()))
         assert reply.header.rcode == RCODE.NXDOMAIN, name
-    probe_other = DNSRecord.question(f"ffffffffff{dns.PROBE_SUFFIX}").pack()
-    assert DNSRecord.parse(dns.answer(net, probe_other)).header.rcode == RCODE.REFUSED
-    assert dns.answer(net, b"\x00garbage") is None
+    probe_other = DNSRecord.question(f"ffffffffff{dns_answer.PROBE_SUFFIX}").pack()
+    assert DNSRecord.parse(dns_answer.answer(net, probe_other)).header.rcode == RCODE.REFUSED
+    assert dns_answer.answer(net, b"\x00garbage") is None
 
 
 # Runs inside a sandbox: open many TCP connections to its resolver, send nothing, hold.

@@ -24,6 +24,7 @@ from app.models import (
 )
 from tests import snapshot_guard
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, require_docker
+from tests.factories import config_doc
 from tests.fakes import skill_registry
 from tests.fakes.skill_archives import make_zip, skill_md
 from tests.installs.package_index import package_index as package_index_fixture
@@ -101,9 +102,8 @@ def install_boxes(engine: DockerBackend) -> list:
 
 
 def docker_config(api, name: str = "local", **doc) -> dict:
-    body = {"sandbox_type": "docker",
-            "docker": {"image": BASE_IMAGE, "network_mode": "none", **doc.pop("docker", {})},
-            **doc}
+    body = config_doc("docker", {"image": BASE_IMAGE, "network_mode": "none",
+                                 **doc.pop("docker", {})}, **doc)
     response = api.post(CONFIGS, json={"name": name, "config": body})
     assert response.status_code == 201, response.json
     return response.json["data"]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from tests.backends.conftest import BASE_IMAGE, require_docker
+from tests.factories import config_doc
 
 CONFIGS = "/api/v1/sandbox-configs"
 
@@ -31,9 +32,9 @@ class World:
 
 
 def docker_config(admin, name: str = "local", **doc) -> dict:
-    response = admin.post(CONFIGS, json={"name": name, "config": {
-        "sandbox_type": "docker", "env_vars": {"GREETING": "hello-from-config"},
-        "docker": {"image": BASE_IMAGE, "network_mode": "none"}, **doc}})
+    response = admin.post(CONFIGS, json={"name": name, "config": config_doc(
+        "docker", {"image": BASE_IMAGE, "network_mode": "none"},
+        **{"env_vars": {"GREETING": "hello-from-config"}, **doc})})
     assert response.status_code == 201, response.json
     return response.json["data"]
 

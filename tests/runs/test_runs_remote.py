@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.api.test_sessions_remote import provider  # noqa: F401 - the fixture
+from tests.factories import config_doc
 from tests.runs.conftest import World, finished, wait_run
 
 pytestmark = pytest.mark.usefixtures("private_endpoints")
@@ -19,8 +20,8 @@ def remote(two_tenants, bearer, provider) -> World:  # noqa: F811
     admin = bearer(a.admin, a.tenant)
     settings = server.settings()
     allow_private = settings.pop("allow_private_endpoints")
-    config = admin.post("/api/v1/sandbox-configs", json={"name": kind, "config": {
-        "sandbox_type": kind, "allow_private_endpoints": allow_private, kind: settings}}).json
+    config = admin.post("/api/v1/sandbox-configs", json={"name": kind, "config": config_doc(
+        kind, settings, allow_private_endpoints=allow_private)}).json
     assert "data" in config, config
     member = bearer(a.contributor, a.tenant)
     session = member.post("/api/v1/sessions", json={"sandbox_config_id": config["data"]["id"]})

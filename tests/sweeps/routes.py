@@ -161,11 +161,8 @@ def make_sandbox_config(tenant, secret: str = "sweep-secret-value") -> str:
     from app.models import SandboxConfig
     from app.services.sandboxes import document
 
-    doc = document.validate({
-        "sandbox_type": "e2b", "allow_private_endpoints": True,
-        "e2b": {"api_key": secret, "template_id": "base", "api_url": "http://127.0.0.1:9"},
-        "env_vars": {"SWEEP_TOKEN": secret},
-    }, resolve_urls=False)
+    doc = document.validate(factories.config_doc(
+        "e2b", {"api_key": secret}, env_vars={"SWEEP_TOKEN": secret}), resolve_urls=False)
     row = SandboxConfig(id=str(uuid.uuid4()), tenant_id=tenant.id,
                         name=f"sweep {uuid.uuid4().hex[:6]}", description="",
                         sandbox_type="e2b", config=doc)

@@ -110,8 +110,8 @@ def docker_workspace() -> Iterator[factories.TenantUsers]:
     require_docker()
     group = factories.populate("Acme Research")
     actor = audit.SystemActor(group.owner.email)
-    service.create_config(group.tenant, actor, "Local Docker", "", {
-        "sandbox_type": "docker", "docker": {"image": BASE_IMAGE, "network_mode": "none"}})
+    service.create_config(group.tenant, actor, "Local Docker", "", factories.config_doc(
+        "docker", {"image": BASE_IMAGE, "network_mode": "none"}))
     yield group
     db.session.rollback()
     for session in db.session.scalars(select(SandboxSession)).all():

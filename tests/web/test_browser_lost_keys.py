@@ -24,9 +24,9 @@ VIEWPORTS = {"desktop": {"width": 1440, "height": 900}, "mobile": {"width": 390,
 def workspace(app):
     group = factories.populate("Acme Research")
     actor = audit.SystemActor(group.owner.email)
-    row = service.create_config(group.tenant, actor, "Local Docker", "Quick experiments.", {
-        "sandbox_type": "docker", "docker": {"image": "sandlot/sandbox:base"},
-        "env_vars": {"OPENAI_API_KEY": "sk-lost-1", "DATASET_TOKEN": "tok-lost-2"}})
+    row = service.create_config(group.tenant, actor, "Local Docker", "Quick experiments.",
+                                factories.config_doc("docker", env_vars={
+                                    "OPENAI_API_KEY": "sk-lost-1", "DATASET_TOKEN": "tok-lost-2"}))
     with planted.using_keys(app, [planted.new_key()]):  # the old key is deleted
         db.session.expire_all()
         yield group, row.id

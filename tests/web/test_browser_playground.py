@@ -38,8 +38,8 @@ def workspace() -> Iterator[factories.TenantUsers]:
     require_docker()
     group = factories.populate("Acme Research")
     actor = audit.SystemActor(group.owner.email)
-    config = service.create_config(group.tenant, actor, "Local Docker", "", {
-        "sandbox_type": "docker", "docker": {"image": BASE_IMAGE, "network_mode": "none"}})
+    config = service.create_config(group.tenant, actor, "Local Docker", "", factories.config_doc(
+        "docker", {"image": BASE_IMAGE, "network_mode": "none"}))
     sessions.create_session(group.tenant, group.contributor, config.id, "Data prep")
     yield group
     db.session.rollback()

@@ -24,20 +24,23 @@ def workspace() -> factories.TenantUsers:
     """A workspace with remote configs on loopback (nothing leaves this machine)."""
     group = factories.populate("Acme Research")
     actor = audit.SystemActor(group.owner.email)
-    service.create_config(group.tenant, actor, "E2B production", "Agents' default sandboxes.", {
-        "sandbox_type": "e2b", "allow_private_endpoints": True,
-        "e2b": {"api_key": "e2b_canary_not_shown", "api_url": "http://127.0.0.1:3000",
-                "template_id": "python-3.12"},
-        "network": {"deny_egress_by_default": True,
-                    "allow_out": ["pypi.org", "files.pythonhosted.org", "*.github.com"]},
-    })
-    service.create_config(group.tenant, actor, "Cube cluster", "GPU-backed sandboxes for evals.", {
-        "sandbox_type": "cube", "allow_private_endpoints": True, "desktop_enabled": True,
-        "cube": {"api_url": "http://127.0.0.1:8443", "proxy_url": "http://127.0.0.1:8444",
-                 "sandbox_domain": "sandbox.cube.internal", "template_id": "cube-desktop-2",
-                 "cube_sandbox_ttl_seconds": 3600},
-        "network": {"deny_out": ["10.0.0.0/8", "192.168.0.0/16"]},
-    })
+    service.create_config(
+        group.tenant, actor, "E2B production", "Agents' default sandboxes.",
+        factories.config_doc("e2b", {"api_key": "e2b_canary_not_shown",
+                                     "api_url": "http://127.0.0.1:3000",
+                                     "template_id": "python-3.12"},
+                             network={"deny_egress_by_default": True,
+                                      "allow_out": ["pypi.org", "files.pythonhosted.org",
+                                                    "*.github.com"]}))
+    service.create_config(
+        group.tenant, actor, "Cube cluster", "GPU-backed sandboxes for evals.",
+        factories.config_doc("cube", {"api_url": "http://127.0.0.1:8443",
+                                      "proxy_url": "http://127.0.0.1:8444",
+                                      "sandbox_domain": "sandbox.cube.internal",
+                                      "template_id": "cube-desktop-2",
+                                      "cube_sandbox_ttl_seconds": 3600},
+                             desktop_enabled=True,
+                             network={"deny_out": ["10.0.0.0/8", "192.168.0.0/16"]}))
     return group
 
 

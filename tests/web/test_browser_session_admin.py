@@ -35,9 +35,8 @@ def workspace():
     require_docker()
     group = factories.populate("Acme Research")
     config = service.create_config(group.tenant, audit.SystemActor("tests"), "Local Docker",
-                                   "The engine on this host.", {
-                                       "sandbox_type": "docker",
-                                       "docker": {"image": BASE_IMAGE, "network_mode": "none"}})
+                                   "The engine on this host.", factories.config_doc(
+                                       "docker", {"image": BASE_IMAGE, "network_mode": "none"}))
     live = sessions.create_session(group.tenant, group.contributor, config.id, "Data cleanup")
     outcome = sessions.exec_command(group.tenant, group.contributor, live, "true")
     sessions.create_session(group.tenant, group.viewer, config.id, "Quick look")

@@ -44,9 +44,8 @@ FRONTMATTER = ("env:\n  - name: REPORT_TOKEN\n    description: Token for the rep
 @pytest.fixture
 def workspace(bundle_dir, engine):  # noqa: F811 (fixture)
     group = factories.populate("Acme Research")
-    configs.create_config(group.tenant, SYSTEM, "Local Docker", "", {
-        "sandbox_type": "docker", "docker": {"image": "sandlot/sandbox:base",
-                                             "network_mode": "none"}})
+    configs.create_config(group.tenant, SYSTEM, "Local Docker", "",
+                          factories.config_doc("docker", {"network_mode": "none"}))
     data = skill_zip("report-tools", {"install.sh": INSTALL_SH},
                      description="Build weekly reports from CSV exports.",
                      frontmatter=FRONTMATTER)

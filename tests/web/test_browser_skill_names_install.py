@@ -28,9 +28,8 @@ TAB_TIMEOUT_MS = 20_000
 @pytest.fixture
 def workspace(bundle_dir, engine):  # noqa: F811 (fixture)
     group = factories.populate("Acme Research")
-    configs.create_config(group.tenant, SYSTEM, "Local Docker", "", {
-        "sandbox_type": "docker", "docker": {"image": "sandlot/sandbox:base",
-                                             "network_mode": "none"}})
+    configs.create_config(group.tenant, SYSTEM, "Local Docker", "",
+                          factories.config_doc("docker", {"network_mode": "none"}))
     yield group
     _wait_jobs()
     _cleanup(engine)

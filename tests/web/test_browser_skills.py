@@ -64,16 +64,14 @@ TAB_TIMEOUT_MS = 15_000  # read by the shared `tab` fixture
 def workspace(bundle_dir) -> factories.TenantUsers:
     """A workspace with a config per backend (remote ones on loopback: nothing leaves)."""
     group = factories.populate("Acme Research")
-    configs.create_config(group.tenant, SYSTEM, "Local Docker", "", {
-        "sandbox_type": "docker", "docker": {"image": "sandlot/sandbox:base"}})
-    configs.create_config(group.tenant, SYSTEM, "E2B production", "", {
-        "sandbox_type": "e2b", "allow_private_endpoints": True,
-        "e2b": {"api_key": "e2b_canary_not_shown", "api_url": "http://127.0.0.1:3000",
-                "template_id": "python-3.12"}})
-    configs.create_config(group.tenant, SYSTEM, "Cube cluster", "", {
-        "sandbox_type": "cube", "allow_private_endpoints": True,
-        "cube": {"api_url": "http://127.0.0.1:8443", "proxy_url": "http://127.0.0.1:8444",
-                 "sandbox_domain": "sandbox.cube.internal", "template_id": "cube-desktop-2"}})
+    configs.create_config(group.tenant, SYSTEM, "Local Docker", "",
+                          factories.config_doc("docker"))
+    configs.create_config(group.tenant, SYSTEM, "E2B production", "", factories.config_doc(
+        "e2b", {"api_key": "e2b_canary_not_shown", "api_url": "http://127.0.0.1:3000",
+                "template_id": "python-3.12"}))
+    configs.create_config(group.tenant, SYSTEM, "Cube cluster", "", factories.config_doc(
+        "cube", {"api_url": "http://127.0.0.1:8443", "proxy_url": "http://127.0.0.1:8444",
+                 "sandbox_domain": "sandbox.cube.internal", "template_id": "cube-desktop-2"}))
     return group
 
 

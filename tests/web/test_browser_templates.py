@@ -47,8 +47,7 @@ def workspace(app, monkeypatch, fake) -> factories.TenantUsers:
     settings = {k: v for k, v in fake.settings().items() if k != "allow_private_endpoints"}
     service.create_config(group.tenant, audit.SystemActor(group.owner.email), NAME,
                           "The team's E2B account.",
-                          {"sandbox_type": "e2b", "allow_private_endpoints": True,
-                           "e2b": settings})
+                          factories.config_doc("e2b", settings))
     return group
 
 

@@ -34,8 +34,7 @@ def world() -> factories.TenantUsers:
                         capabilities=["manage_vector_stores"], expires_at=EXPIRES,
                         pepper=factories.PEPPER)
     config = service.create_config(group.tenant, audit.SystemActor(group.admin.email),
-                                   "Local Docker", "", {"sandbox_type": "docker", "docker": {
-                                       "image": "sandlot/sandbox:base"}})
+                                   "Local Docker", "", factories.config_doc("docker"))
     db.session.add(AuditEvent(
         tenant_id=group.tenant.id, actor_id=None, actor_label="sandbox provider",
         action=incidents.ACTION, object_type="sandbox_config", object_id=config.id,

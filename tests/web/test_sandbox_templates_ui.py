@@ -15,6 +15,7 @@ from app.models import SandboxConfig
 from app.services import audit
 from app.services.sandboxes import configs as service
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, RUN_ID, require_docker
+from tests.factories import config_doc
 from tests.web._support import post_form, text
 
 pytestmark = pytest.mark.usefixtures("private_endpoints")
@@ -51,8 +52,8 @@ def group(two_tenants):
 
 def stored(group, fake, name: str = "E2B account") -> SandboxConfig:
     settings = {k: v for k, v in fake.settings().items() if k != "allow_private_endpoints"}
-    return service.create_config(group.tenant, audit.SystemActor("t"), name, "", {
-        "sandbox_type": "e2b", "allow_private_endpoints": True, "e2b": settings})
+    return service.create_config(group.tenant, audit.SystemActor("t"), name, "",
+                                 config_doc("e2b", settings))
 
 
 def form(fake, row: SandboxConfig | None, **extra) -> dict[str, str]:

@@ -13,6 +13,7 @@ from app.models.types import utcnow
 from app.services import audit
 from app.services.sandboxes import configs as service
 from app.services.sandboxes.configs import Inventory
+from tests.factories import config_doc
 from tests.web._support import post_form, text
 
 # Configs here point at loopback fakes: the operator allows private endpoints.
@@ -30,19 +31,18 @@ def make(group, name: str, doc: dict, description: str = "") -> SandboxConfig:
 
 
 def docker(group, name: str = "Local Docker", **extra) -> SandboxConfig:
-    block = {"image": IMAGE, **extra.pop("docker", {})}
-    return make(group, name, {"sandbox_type": "docker", "docker": block, **extra})
+    return make(group, name, config_doc("docker", {"image": IMAGE, **extra.pop("docker", {})},
+                                        **extra))
 
 
 def e2b(group, name: str = "E2B production") -> SandboxConfig:
-    return make(group, name, {
-        "sandbox_type": "e2b", "allow_private_endpoints": True,
-        "e2b": {"api_key": CANARY, "api_url": "http://127.0.0.1:3000", "template_id": "base"},
-        "env_vars": {"OPENAI_API_KEY": ENV_CANARY, "LOG_LEVEL": "debug"},
-        "network": {"deny_egress_by_default": True, "allow_out": ["api.github.com"],
-                    "e2b_host_rules": [{"host": "api.github.com",
-                                        "headers": {"Authorization": HEADER_CANARY}}]},
-    }, "Agents' default sandboxes.")
+    return make(group, name, config_doc(
+        "e2b", {"api_key": CANARY, "api_url": "http://127.0.0.1:3000"},
+        env_vars={"OPENAI_API_KEY": ENV_CANARY, "LOG_LEVEL": "debug"},
+        network={"deny_egress_by_default": True, "allow_out": ["api.github.com"],
+                 "e2b_host_rules": [{"host": "api.github.com",
+                                     "headers": {"Authorization": HEADER_CANARY}}]},
+    ), "Agents' default sandboxes.")
 
 
 def stored(row: SandboxConfig) -> dict:

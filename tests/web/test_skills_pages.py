@@ -17,6 +17,7 @@ from app.services import audit
 from app.services.sandboxes import configs
 from app.services.skills import catalog as service
 from tests.conftest import csrf_token
+from tests.factories import config_doc
 from tests.fakes import skill_registry
 from tests.fakes.skill_archives import PNG, make_zip, skill_files, skill_md
 from tests.web._support import htmx_headers, text
@@ -51,8 +52,7 @@ def world(two_tenants, bundle_dir, dispatcher):
 
 
 def docker(group, name: str):
-    return configs.create_config(group.tenant, SYSTEM, name, "", {
-        "sandbox_type": "docker", "docker": {"image": "sandlot/sandbox:base"}})
+    return configs.create_config(group.tenant, SYSTEM, name, "", config_doc("docker"))
 
 
 def register(group, name: str = "demo-skill", version: str = "1.0.0", files=None,

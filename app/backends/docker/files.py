@@ -21,7 +21,13 @@ from app.backends.base import (
     SandboxPathNotFound,
 )
 from app.backends.docker import io
-from app.backends.sandbox_paths import CHECK_READ, PREPARE_WRITE, abs_path
+from app.backends.sandbox_paths import (
+    CHECK_READ,
+    PREPARE_WRITE,
+    abs_path,
+    file_path,
+    removable_path,
+)
 
 SANDBOX_USER = "sandbox"
 USER_IDS = {"sandbox": 1000, "root": 0}
@@ -71,10 +77,7 @@ class DockerFiles:
 
     def write_file(self, sandbox_id: str, path: str, data: bytes, *,
                    user: str | None = None) -> None:
-        full = abs_path(path)
-        parent, name = posixpath.split(full)
-        if not name:
-            raise BackendError("write_file needs a file path")
+        full, parent, name = file_path(path)
         who = user_name(user)
         self._shell(sandbox_id, PREPARE_WRITE, parent, full, user=who, what="write file")
         archive = io.tar_one_file(name, data, USER_IDS[who])
@@ -134,7 +137,5 @@ class DockerFiles:
         self._shell(sandbox_id, 'mkdir -p -- "$1"', abs_path(path), user=user, what="make dir")
 
     def remove(self, sandbox_id: str, path: str, *, user: str | None = None) -> None:
-        full = abs_path(path)
-        if full == "/":
-            raise BackendError("refusing to remove /")
+        full = removable_path(path)
         self._shell(sandbox_id, 'rm -rf -- "$1"', full, user=user, what="remove")

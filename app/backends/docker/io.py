@@ -26,6 +26,7 @@ from app.backends.base import (
     BackendTimeout,
     BackendUnavailable,
     SandboxNotFound,
+    causes,
 )
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
@@ -122,15 +123,6 @@ def shared_client(settings: DockerSettings) -> docker.APIClient:
         return client
 
 
-def _causes(exc: BaseException):
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
-
-
 def scrub(text: str, secrets: tuple[str, ...]) -> str:
     """Mask secret values (env values) that an engine message might echo back."""
     for secret in secrets:
@@ -142,7 +134,7 @@ def scrub(text: str, secrets: tuple[str, ...]) -> str:
 def translate(exc: BaseException, host: str, timeout: int, what: str,
               secrets: tuple[str, ...] = ()) -> BackendError:
     """Map a docker-py / requests / socket failure to the protocol's typed errors."""
-    for cause in _causes(exc):
+    for cause in causes(exc):
         if isinstance(cause, BackendError):
             return cause
         if isinstance(cause, docker.errors.TLSParameterError | requests.exceptions.SSLError

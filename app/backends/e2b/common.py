@@ -5,16 +5,15 @@ its SandboxQuery paginator, kill/pause/timeout/snapshots through its Sandbox cla
 methods, and the few calls whose shape differs between E2B and Cube through the
 SDK's own REST client. Data plane through the SDK's envd clients: commands via
 `commands.run`, files via `files.*`, on a Sandbox handle built from the sandbox's
-detail (its envd token and domain) without resuming it.
+detail (its envd token and domain) without resuming it: commands in commands.py,
+files in files.py.
 
 Only sandboxes carrying `sandlot_*` metadata are ours: anything else in the account
 is invisible (get/exec/delete answer SandboxNotFound, list skips it).
 
-Rights: envd does file operations as root and only chowns the result to the
-requested user, so a user check runs first (as that user, through a command), as
-the Docker backend does: a sandbox user cannot make us touch what it could not
-touch itself. Relative paths are relative to /workspace (reference 9.3), and
-commands run there unless a cwd is given.
+Rights: envd does file operations as root, so a user check runs first (files.py).
+Relative paths are relative to /workspace (reference 9.3), and commands run there
+unless a cwd is given.
 
 What differs per provider (create and resume) lives in e2b.py and cube.py.
 """
@@ -22,47 +21,36 @@ What differs per provider (create and resume) lives in e2b.py and cube.py.
 from __future__ import annotations
 
 import ipaddress
-import posixpath
-import shlex
-import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 from e2b import (
     E2B,
-    CommandExitException,
     ConnectionConfig,
     Sandbox,
-    SandboxNotRunningException,
     SandboxQuery,
-    TimeoutException,
 )
 from e2b import SandboxState as SdkState
 from e2b.api import handle_api_exception
 from e2b.api.client_sync import get_api_client
-from e2b.sandbox.filesystem.filesystem import FileType
 from packaging.version import Version
 
 from app.backends.base import (
     LIVE_STATES,
     BackendError,
-    BackendTimeout,
     Capabilities,
-    ExecResult,
-    FileEntry,
     SandboxInfo,
     SandboxNotFound,
-    SandboxPathNotFound,
     SandboxSpec,
     SandboxState,
 )
 from app.backends.e2b import io
+from app.backends.e2b.commands import E2BCommands
+from app.backends.e2b.files import E2BFiles
 from app.backends.e2b.io import ENVD_PORT, E2BSettings
 from app.backends.e2b.templates import TemplateCatalog
 from app.backends.e2b.templates import iso as _iso
-from app.backends.sandbox_paths import CHECK_READ, PREPARE_WRITE, WORKDIR, abs_path
 from app.backends.sandbox_paths import is_ours as _ours
 
 DENY_ALL = "0.0.0.0/0"
@@ -79,13 +67,6 @@ STATES = {
     "killing": SandboxState.terminal,
     "killed": SandboxState.terminal,
 }
-
-# Checks run as the requesting user before envd (root) acts (see sandbox_paths).
-CHECK_LIST = r"""
-[ -e "$1" ] || exit 3
-[ -d "$1" ] || { echo "$1: not a directory" >&2; exit 1; }
-[ -r "$1" ] && [ -x "$1" ] || { echo "$1: permission denied" >&2; exit 1; }
-"""
 
 
 def canonical_deny_out(entries: tuple[str, ...]) -> list[str]:
@@ -122,7 +103,7 @@ class Remote:
                            template=self.template, started_at=self.started_at)
 
 
-class E2BCompatible(TemplateCatalog):
+class E2BCompatible(E2BCommands, E2BFiles, TemplateCatalog):
     """The protocol over one E2B-compatible account; subclasses create and resume."""
 
     provider = "e2b"
@@ -359,140 +340,15 @@ class E2BCompatible(TemplateCatalog):
                          allow_private=self.settings.allow_private_endpoints)
         self._safe_urls.add(url)
 
-    def exec(self, sandbox_id: str, command: str, *, user: str | None = None,
-             cwd: str | None = None, env: dict[str, str] | None = None,
-             timeout_sec: int = 60, output_limit: int = 1 << 20,
-             on_output: Callable[[int, bytes], None] | None = None,
-             on_started: Callable[[str], None] | None = None) -> ExecResult:
-        """Run `command` (envd runs it with `bash -l -c`), killed after `timeout_sec`.
-
-        stdout and stderr are each kept up to `output_limit` bytes (truncated=True when
-        more was produced). At the deadline the stream ends, the process is killed
-        (SIGKILL) and the result is timed_out with exit code 137. `on_output(stream,
-        chunk)` sees the output live; `on_started(ref)` gets the process's id, the handle
-        `cancel_exec` takes.
-        """
-        timeout_sec = timeout_sec if timeout_sec > 0 else 60
-        handle, tokens = self._handle(sandbox_id)
-        secrets = (*tokens, *(env or {}).values())
-        out, err = io.Capped(output_limit), io.Capped(output_limit)
-        clock = io.Stopwatch()
-        timed_out = False
-        with self._errors("exec", secrets):
-            command_handle = handle.commands.run(
-                command, background=True, envs=dict(env or {}) or None, user=user,
-                cwd=cwd or WORKDIR, timeout=timeout_sec, retain_output=False)
-            if on_started is not None:
-                on_started(str(command_handle.pid))
-            try:
-                exit_code = command_handle.wait(on_stdout=_tee(out, 1, on_output),
-                                                on_stderr=_tee(err, 2, on_output)).exit_code
-            except CommandExitException as exc:
-                exit_code = exc.exit_code
-            except SandboxNotRunningException:
-                raise
-            except TimeoutException:
-                timed_out = True
-                exit_code = 137
-                command_handle.kill()
-        return ExecResult(stdout=out.text(), stderr=err.text(), exit_code=exit_code,
-                          duration_ms=int(clock.elapsed * 1000), timed_out=timed_out,
-                          truncated=out.truncated or err.truncated)
-
-    def cancel_exec(self, sandbox_id: str, ref: str) -> bool:
-        """SIGKILL a running command; envd signals its whole process group. False when it
-        had already ended."""
-        handle, tokens = self._handle(sandbox_id)
-        with self._errors("stop command", tokens):
-            return bool(handle.commands.kill(int(ref)))
-
-    def _check(self, handle: Sandbox, tokens: tuple[str, ...], script: str, *args: str,
-               user: str | None, what: str) -> None:
-        """A check script as `user`; exit 3 means "no such path"."""
-        line = " ".join(["sh", "-c", shlex.quote(script), "sh", *map(shlex.quote, args)])
-        with self._errors(what, tokens):
-            try:
-                handle.commands.run(line, user=user, cwd="/",
-                                    timeout=self.settings.http_timeout_sec)
-                return
-            except CommandExitException as exc:
-                code, detail = exc.exit_code, (exc.stderr or exc.stdout or "").strip()
-            except SandboxNotRunningException:
-                raise
-            except TimeoutException:
-                raise BackendTimeout(f"{what} did not finish in time") from None
-        if code == 3:
-            raise SandboxPathNotFound(f"{what}: {args[0]}: no such file or directory")
-        lines = detail.splitlines()
-        raise BackendError(f"{what} failed: {lines[-1] if lines else code}")
-
-    def write_file(self, sandbox_id: str, path: str, data: bytes, *,
-                   user: str | None = None) -> None:
-        full = abs_path(path)
-        parent, name = posixpath.split(full)
-        if not name:
-            raise BackendError("write_file needs a file path")
-        handle, tokens = self._handle(sandbox_id)
-        self._check(handle, tokens, PREPARE_WRITE, parent, full, user=user, what="write file")
-        with self._errors("write file", tokens):
-            handle.files.write(full, bytes(data), user=user)
-
-    def read_file(self, sandbox_id: str, path: str, *, user: str | None = None) -> bytes:
-        full = abs_path(path)
-        handle, tokens = self._handle(sandbox_id)
-        self._check(handle, tokens, CHECK_READ, full, user=user, what="read file")
-        with self._errors("read file", tokens):
-            return bytes(handle.files.read(full, format="bytes", user=user))
-
-    def list_dir(self, sandbox_id: str, path: str, *,
-                 user: str | None = None) -> list[FileEntry]:
-        full = abs_path(path)
-        handle, tokens = self._handle(sandbox_id)
-        self._check(handle, tokens, CHECK_LIST, full, user=user, what="list directory")
-        with self._errors("list directory", tokens):
-            entries = handle.files.list(full, depth=1, user=user)
-        return sorted((FileEntry(name=e.name, path=posixpath.join(full, e.name),
-                                 is_dir=e.type == FileType.DIR, size=int(e.size or 0))
-                       for e in entries), key=lambda entry: entry.name)
-
-    def make_dir(self, sandbox_id: str, path: str, *, user: str | None = None) -> None:
-        handle, tokens = self._handle(sandbox_id)
-        self._check(handle, tokens, 'mkdir -p -- "$1"', abs_path(path), user=user,
-                    what="make dir")
-
-    def remove(self, sandbox_id: str, path: str, *, user: str | None = None) -> None:
-        full = abs_path(path)
-        if full == "/":
-            raise BackendError("refusing to remove /")
-        handle, tokens = self._handle(sandbox_id)
-        self._check(handle, tokens, 'rm -rf -- "$1"', full, user=user, what="remove")
-
-    def extract_tar(self, sandbox_id: str, directory: str, data: bytes) -> None:
-        """Upload the tar as one file, unpack it as root into `directory`, delete it."""
-        full = abs_path(directory)
-        archive = f"/tmp/sandlot-seed-{uuid.uuid4().hex}.tar"
-        self.write_file(sandbox_id, archive, data, user="root")
-        script = (f"tar -xf {archive} -C {shlex.quote(full)} --no-same-owner; rc=$?; "
-                  f"rm -f {archive}; exit $rc")
-        result = self.exec(sandbox_id, script, user="root", cwd="/",
-                           timeout_sec=self.settings.http_timeout_sec)
-        if result.exit_code != 0:
-            detail = (result.stderr or result.stdout).strip().splitlines()
-            raise BackendError(f"extract failed: {detail[-1] if detail else result.exit_code}")
-
     # -- snapshots and templates ----------------------------------------------------------
 
     def snapshot_id_for(self, name: str) -> str:
         """The id of the snapshot named `name` (an abandoned build is found by name), or
         `name` itself when there is none."""
         with self._errors("list snapshots"):
-            pages = self.sdk.Sandbox.list_snapshots(limit=LIST_PAGE)
-            for _ in range(MAX_PAGES):
-                if not pages.has_next:
-                    break
-                for snap in pages.next_items():
-                    if name in (snap.names or ()):
-                        return snap.snapshot_id
+            for snap in self._snapshots():
+                if name in (snap.names or ()):
+                    return snap.snapshot_id
         return name
 
     def create_snapshot(self, sandbox_id: str, name: str) -> str:
@@ -510,15 +366,3 @@ class E2BCompatible(TemplateCatalog):
             return
         with self._errors("delete snapshot"):
             self.sdk.Sandbox.delete_snapshot(snapshot_id)
-
-
-def _tee(capped: io.Capped, stream: int,
-         sink: Callable[[int, bytes], None] | None) -> Callable[[str], None]:
-    """Keep a chunk and, for a live view, pass it on as bytes."""
-    if sink is None:
-        return capped.add
-
-    def add(chunk: str) -> None:
-        capped.add(chunk)
-        sink(stream, chunk.encode())
-    return add

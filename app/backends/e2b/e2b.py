@@ -7,7 +7,7 @@ auto-resume (TTL expiry pauses, traffic resumes), and the resolved network polic
 with every IPv4 /0 written as 0.0.0.0/0, `network.allow_public_traffic = False`, and
 each `e2b_host_rules` entry as `network.rules[host] = [{transform: {headers}}]`.
 Resume is the SDK's connect (POST /v2/sandboxes/{id}/connect). Everything else is
-shared with Cube in e2b_common.py.
+shared with Cube in common.py.
 """
 
 from __future__ import annotations

@@ -45,6 +45,7 @@ from app.backends.base import (
     QuotaExceeded,
     SandboxNotFound,
     SandboxPathNotFound,
+    causes,
 )
 from app.security import ssrf
 
@@ -154,15 +155,6 @@ def scrub(text: str, secrets: tuple[str, ...]) -> str:
     return text
 
 
-def _causes(exc: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
-
-
 def _message(exc: BaseException, secrets: tuple[str, ...], limit: int = 300) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     text = scrub(text, secrets)
@@ -173,7 +165,7 @@ def translate(exc: BaseException, settings: E2BSettings, what: str,
               secrets: tuple[str, ...]) -> BackendError:
     """Map an SDK / transport failure to the protocol's typed errors (no secret in text)."""
     name, place = settings.provider.capitalize(), where(settings.control_url)
-    for cause in _causes(exc):
+    for cause in causes(exc):
         if isinstance(cause, BackendError):
             return cause
         if isinstance(cause, AuthenticationException):

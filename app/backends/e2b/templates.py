@@ -15,6 +15,7 @@ plane with the config's own key (`self.api`), never elsewhere.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -94,15 +95,20 @@ class TemplateCatalog:
                 if self.template_tags(template.id) == []:
                     found[template.id] = replace(template, status="untagged")
         with self._errors("list snapshots"):
-            pages = self.sdk.Sandbox.list_snapshots(limit=LIST_PAGE)
-            for _ in range(MAX_PAGES):
-                if not pages.has_next:
-                    break
-                for snap in pages.next_items():
-                    name = snap.names[0] if snap.names else snap.snapshot_id
-                    found.setdefault(snap.snapshot_id, TemplateInfo(
-                        id=snap.snapshot_id, name=name, status="ready"))
+            for snap in self._snapshots():
+                name = snap.names[0] if snap.names else snap.snapshot_id
+                found.setdefault(snap.snapshot_id, TemplateInfo(
+                    id=snap.snapshot_id, name=name, status="ready"))
         return sorted(found.values(), key=lambda t: t.id)
+
+    def _snapshots(self) -> Iterator[Any]:
+        """The account's snapshots, page by page, at most MAX_PAGES pages of LIST_PAGE
+        (the caller holds `_errors`)."""
+        pages = self.sdk.Sandbox.list_snapshots(limit=LIST_PAGE)
+        for _ in range(MAX_PAGES):
+            if not pages.has_next:
+                break
+            yield from pages.next_items()
 
     def template_tags(self, template_id: str) -> list[str] | None:
         """The tags of a template's builds, filtered to `default`: [] when it has none,

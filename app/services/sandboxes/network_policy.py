@@ -9,6 +9,7 @@ host rules, exactly as the reference describes.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,6 +97,18 @@ def _fields(raw: dict, spec: dict[str, type], problems: Problems, path: str) -> 
     return doc
 
 
+def _objects(items: list, spec: dict[str, type], problems: Problems,
+             path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(where, fields) for each entry of a list of objects, read with `_fields`; an entry
+    that is not an object is reported and skipped."""
+    for index, raw in enumerate(items):
+        where = f"{path}[{index}]"
+        if not isinstance(raw, dict):
+            problems.add(where, "must be an object")
+            continue
+        yield where, _fields(raw, spec, problems, where)
+
+
 def _check_backend(doc: dict, backend: str, problems: Problems, path: str) -> None:
     """Reference 4.2 rule 2 with decisions 5: Docker enforces allow_out and deny_out
     itself, but has no L7 rules. The reference restricts only Docker, so cube_rules on
@@ -159,12 +172,7 @@ def has_control(value: str) -> bool:
 def _check_cube_rules(rules: list, problems: Problems, path: str) -> list[dict[str, Any]]:
     names: set[str] = set()
     out = []
-    for index, raw in enumerate(rules):
-        where = f"{path}[{index}]"
-        if not isinstance(raw, dict):
-            problems.add(where, "must be an object")
-            continue
-        rule = _fields(raw, CUBE_RULE_FIELDS, problems, where)
+    for where, rule in _objects(rules, CUBE_RULE_FIELDS, problems, path):
         name = rule["name"].strip()
         if not name:
             problems.add(f"{where}.name", "is required")
@@ -200,12 +208,7 @@ def _check_cube_match(rule: dict, problems: Problems, where: str) -> None:
 def _check_inject(rule: dict, problems: Problems, where: str) -> list[dict[str, Any]]:
     headers: set[str] = set()
     out = []
-    for i_index, raw in enumerate(rule["inject"]):
-        at = f"{where}.inject[{i_index}]"
-        if not isinstance(raw, dict):
-            problems.add(at, "must be an object")
-            continue
-        item = _fields(raw, INJECT_FIELDS, problems, at)
+    for at, item in _objects(rule["inject"], INJECT_FIELDS, problems, f"{where}.inject"):
         header = item["header"].strip()
         if not is_http_token(header):
             problems.add(f"{at}.header", "must be a valid HTTP header name")
@@ -227,12 +230,7 @@ def _check_e2b_rules(rules: list, allow: list[Target], problems: Problems,
         problems.add(path, f"at most {E2B_MAX_RULES} host rules")
     seen: set[str] = set()
     out = []
-    for index, raw in enumerate(rules):
-        where = f"{path}[{index}]"
-        if not isinstance(raw, dict):
-            problems.add(where, "must be an object")
-            continue
-        rule = _fields(raw, E2B_RULE_FIELDS, problems, where)
+    for where, rule in _objects(rules, E2B_RULE_FIELDS, problems, path):
         host = rule["host"].strip()
         if not host:
             problems.add(f"{where}.host", "is required")

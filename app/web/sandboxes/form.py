@@ -160,21 +160,23 @@ class Editor:
             row.typed, row.stored = bool(row.get("value")), row.get("key") in saved_env
             row.lost = row.get("key") in lost_env
             row.values["value"] = ""
-        saved = {(norm(r.get("name")), norm(c.get("header")))
-                 for r in stored.lists["network.cube_rules"] for c in r.children if c.stored}
-        for row in self.lists["network.cube_rules"]:
-            for child in row.children:
-                child.typed = bool(child.get("secret"))
-                child.stored = (norm(row.get("name")), norm(child.get("header"))) in saved
-                child.values["secret"] = ""
-        saved = {(norm(r.get("host")), norm(c.get("name")))
-                 for r in stored.lists["network.e2b_host_rules"] for c in r.children if c.stored}
-        for row in self.lists["network.e2b_host_rules"]:
-            for child in row.children:
-                child.typed = bool(child.get("value"))
-                child.stored = (norm(row.get("host")), norm(child.get("name"))) in saved
-                child.values["value"] = ""
+        # A rule's secret children (cube inject secrets, e2b header values), known by
+        # (rule, header): rule names and hosts are unique in a valid document.
+        self._mask_children(stored, "network.cube_rules", "name", "header", "secret")
+        self._mask_children(stored, "network.e2b_host_rules", "host", "name", "value")
         return self
+
+    def _mask_children(self, stored: Editor, rows: str, rule_key: str, child_key: str,
+                       secret: str) -> None:
+        """Drop the typed `secret` of each child row of `rows`, noting whether one was
+        typed and whether the stored document has one for the same (rule, child)."""
+        saved = {(norm(r.get(rule_key)), norm(c.get(child_key)))
+                 for r in stored.lists[rows] for c in r.children if c.stored}
+        for row in self.lists[rows]:
+            for child in row.children:
+                child.typed = bool(child.get(secret))
+                child.stored = (norm(row.get(rule_key)), norm(child.get(child_key))) in saved
+                child.values[secret] = ""
 
     def _secret_names(self) -> list[tuple[str, str]]:
         return [(f"{self.sandbox_type}.{k}", kind)

@@ -7,12 +7,7 @@ the file, in that order, so the rules outlive anything still attached.
 `ensure` (at resume): rules rebuilt from the state file if the host lost them (a
 reboot), resolver running. `cleanup_orphans`: whatever has no container any more.
 
-Settings, from the environment (the resolver is a separate process; both must agree):
-  SANDBOX_EGRESS_STATE_DIR  state files, resolver pid/lock/log (default instance/egress)
-  SANDBOX_DNS_UPSTREAM      ip[:port] the resolver forwards allowed names to
-                            (default: the first IPv4 nameserver of /etc/resolv.conf)
-  SANDBOX_EGRESS_SUBNETS    IPv4 pool the sandbox networks' /28s come from
-                            (default 10.213.0.0/16; must not overlap the host's networks)
+Settings (state directory, DNS upstream, subnet pool): settings.py.
 """
 
 from __future__ import annotations
@@ -39,13 +34,11 @@ from dnslib import RCODE, DNSRecord
 
 from app.backends.base import BackendError, ResolvedNetworkPolicy
 from app.backends.docker.egress import dns, nft
+from app.backends.docker.egress.dns_answer import PROBE_SUFFIX
 from app.backends.docker.egress.policy import EGRESS_ID, EgressPolicy, SandboxNet
+from app.backends.docker.egress.settings import ROOT, SUBNET_PREFIX, EgressSettings
 from app.security.files import open_private, write_private
 
-ROOT = Path(__file__).resolve().parents[4]
-DEFAULT_STATE_DIR = ROOT / "instance" / "egress"
-DEFAULT_SUBNETS = "10.213.0.0/16"
-SUBNET_PREFIX = 28
 LABEL = "sandlot.egress"  # on our networks: the egress id
 CREATED_LABEL = "sandlot.egress.created"  # epoch seconds, for the orphan grace period
 NETWORK_PREFIX = "sandlot-"
@@ -53,63 +46,6 @@ READY_TIMEOUT_SEC = 10
 ORPHAN_GRACE_SEC = 120
 
 log = logging.getLogger(__name__)
-
-
-def _resolv_conf_nameserver(path: str = "/etc/resolv.conf") -> str | None:
-    try:
-        lines = Path(path).read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        parts = line.split()
-        if len(parts) >= 2 and parts[0] == "nameserver":
-            try:
-                if ipaddress.ip_address(parts[1]).version == 4:
-                    return parts[1]
-            except ValueError:
-                continue
-    return None
-
-
-def _upstream(raw: str | None) -> str | None:
-    """"ip" or "ip:port" -> "ip:port"."""
-    if not raw:
-        return None
-    host, _, port = raw.strip().rpartition(":")
-    if not host:
-        host, port = raw.strip(), "53"
-    try:
-        ipaddress.IPv4Address(host)
-        if not 0 < int(port) < 65536:
-            raise ValueError(port)
-    except ValueError:
-        raise BackendError(f"SANDBOX_DNS_UPSTREAM must be an IPv4 address with an optional "
-                           f"port, not {raw!r}") from None
-    return f"{host}:{port}"
-
-
-@dataclass(frozen=True)
-class EgressSettings:
-    state_dir: Path
-    upstream: str | None
-    subnets: ipaddress.IPv4Network
-
-    @classmethod
-    def from_env(cls) -> EgressSettings:
-        state_dir = Path(os.environ.get("SANDBOX_EGRESS_STATE_DIR") or DEFAULT_STATE_DIR)
-        if not state_dir.is_absolute():
-            state_dir = ROOT / state_dir
-        upstream = _upstream(os.environ.get("SANDBOX_DNS_UPSTREAM")
-                             or _resolv_conf_nameserver())
-        raw_pool = os.environ.get("SANDBOX_EGRESS_SUBNETS") or DEFAULT_SUBNETS
-        try:
-            pool = ipaddress.IPv4Network(raw_pool)
-        except ValueError:
-            raise BackendError(f"SANDBOX_EGRESS_SUBNETS must be an IPv4 CIDR, "
-                               f"not {raw_pool!r}") from None
-        if pool.prefixlen > SUBNET_PREFIX:
-            raise BackendError(f"SANDBOX_EGRESS_SUBNETS must be /{SUBNET_PREFIX} or larger")
-        return cls(state_dir=state_dir, upstream=upstream, subnets=pool)
 
 
 @dataclass(frozen=True)
@@ -432,7 +368,7 @@ def probe(net: SandboxNet, timeout: float = 0.3) -> bool:
 
     The socket is connected, so while nothing listens there the port-unreachable
     comes back as ConnectionRefusedError at once instead of a wait for `timeout`."""
-    query = DNSRecord.question(f"{net.id}{dns.PROBE_SUFFIX}")
+    query = DNSRecord.question(f"{net.id}{PROBE_SUFFIX}")
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
             sock.bind(("127.0.0.1", 0))  # answered: loopback or the sandbox's subnet only

@@ -1,0 +1,150 @@
+"""Commands in a Docker sandbox: `docker exec` under `timeout -s KILL`, the exit code
+read back from behind a marker on stderr, and what a timed-out or cancelled command left
+behind reaped from the host (reap.py).
+
+A mixin of DockerBackend (it uses the backend's `api`, `_errors`, `_recent`, `_confirm`,
+`_forget`, `_running_data` and `settings`); DockerFiles runs its helper scripts through
+`_run` too.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any
+
+from app.backends.base import (
+    BackendError,
+    ExecResult,
+    SandboxNotFound,
+    SandboxStale,
+    Unsupported,
+)
+from app.backends.docker import io as docker_io
+from app.backends.docker import reap as docker_reap
+from app.backends.docker.files import user_name
+
+HOST_GRACE_SEC = 5  # host-side backstop after the in-container `timeout`
+
+
+def _noted(stderr: str, note: str) -> str:
+    """stderr with a line of ours at its end, when there is something to say."""
+    if not note:
+        return stderr
+    if stderr and not stderr.endswith("\n"):
+        stderr += "\n"
+    return f"{stderr}sandlot: {note}\n"
+
+
+class DockerCommands:
+    """`exec` and `cancel_exec` of DockerBackend, and the one exec everything else runs."""
+
+    def _run(self, container_id: str, argv: list[str], *, user: str, cwd: str | None,
+             env: dict[str, str] | None, deadline_sec: float,
+             limit: int, marker: str = "", on_output: docker_io.OnOutput | None = None,
+             on_started: Callable[[str], None] | None = None,
+             looked: str = "") -> docker_io.RawRun:
+        """One exec; `looked` names the sandbox when its running state came from a recent
+        look rather than an inspect (a refusal at exec create then raises SandboxStale)."""
+        secrets = tuple((env or {}).values())
+        started = time.monotonic()
+        try:
+            with self._errors("exec", secrets):
+                exec_id = self.api.exec_create(
+                    container_id, argv, stdout=True, stderr=True, user=user, workdir=cwd,
+                    environment=dict(env or {}))["Id"]
+        except BackendError as exc:
+            self._forget(container_id, looked)
+            # paused (409), stopped (409) or removed (404) since the look: nothing ran
+            if looked and type(exc) in (BackendError, SandboxNotFound):
+                raise SandboxStale(exc.reason) from exc
+            raise
+        self._confirm(container_id, looked)
+        with self._errors("exec", secrets):
+            if on_started is not None:
+                on_started(exec_id)
+            response = docker_io.start_exec(self.api, exec_id)
+            extra = len(marker) + 8 if marker else 0  # stderr's room for the exit line
+            out, raw_err, truncated, hit = docker_io.read_exec(
+                response, started + deadline_sec, limit, extra,
+                docker_io.HoldBack(on_output, marker) if on_output else None)
+            err, code, overflow = docker_io.take_exit_marker(raw_err, marker, limit)
+            # stderr below its cap: any truncation was stdout's
+            truncated = overflow or (truncated and len(raw_err) < limit + extra)
+            if code is None:  # no marker: killed outright, or its stderr overflowed
+                code = docker_io.wait_exit_code(self.api, exec_id, 0.2 if hit else 2.0)
+        return docker_io.RawRun(out, err, code, time.monotonic() - started, truncated, hit,
+                                exec_id)
+
+    def _reap(self, data: dict[str, Any], since_ticks: int, exec_id: str) -> str:
+        """After a timeout or a cancel: kill the exec and what it left outside its
+        process group, sparing the container's init and every other exec still running
+        (reap.py). Returns a sentence for the run's result when leftovers may remain,
+        else ""."""
+        if not docker_reap.available(self.settings.host):
+            return ("processes this command may have left outside its process group "
+                    "cannot be ended from here: the Docker engine is not on this host")
+        with self._errors("exec inspect"):
+            info = self.api.exec_inspect(exec_id)
+        target = [int(info["Pid"])] if info.get("Running") and info.get("Pid") else []
+        reaped = docker_reap.reap(int(data["State"].get("Pid") or 0), since_ticks,
+                                  targets=target)
+        if reaped.settled:
+            return ""
+        return ("some processes this command left were still exiting when it ended; "
+                "the sandbox may be short of processes for a moment")
+
+    def exec(self, sandbox_id: str, command: str, *, user: str | None = None,
+             cwd: str | None = None, env: dict[str, str] | None = None,
+             timeout_sec: int = 60, output_limit: int = 1 << 20,
+             on_output: docker_io.OnOutput | None = None,
+             on_started: Callable[[str], None] | None = None) -> ExecResult:
+        """Run `command` with `sh -c`, killed after `timeout_sec` (exit 137, timed_out).
+
+        `on_output(stream, chunk)` sees the output live (the exit line excluded);
+        `on_started(ref)` gets the handle `cancel_exec` takes, before the command starts.
+
+        stdout and stderr are each kept up to `output_limit` bytes (truncated=True when
+        more was produced). If the host-side backstop fires first (something kept the
+        output open), the result is timed_out with exit code 124 when the engine has
+        none yet.
+        """
+        timeout_sec = timeout_sec if timeout_sec > 0 else 60
+        recent = self._recent(sandbox_id)
+        data = recent if recent is not None else self._running_data(sandbox_id)
+        # The exit code comes back as the last line of stderr, behind a marker the
+        # command cannot guess: one engine round trip (exec inspect) less per exec.
+        marker = f"\n.sandlot-exit-{secrets.token_hex(8)}:"
+        argv = ["sh", "-c", 'timeout -s KILL "$1" sh -c "$2"; c=$?; printf "%s%d" "$3" $c >&2; '
+                'exit $c', "sh", str(timeout_sec), command, marker]
+        since = docker_reap.now_ticks()
+        started = (lambda exec_id: on_started(f"{exec_id}:{since}")) if on_started else None
+        run = self._run(data["Id"], argv, user=user_name(user), cwd=cwd, env=env,
+                        deadline_sec=timeout_sec + HOST_GRACE_SEC, limit=output_limit,
+                        marker=marker, on_output=on_output, on_started=started,
+                        looked=sandbox_id if recent is not None else "")
+        killed = run.exit_code in (124, 137) and run.elapsed >= timeout_sec
+        note = self._reap(data, since, run.exec_id) if killed or run.deadline_hit else ""
+        exit_code = run.exit_code if run.exit_code is not None else 124
+        return ExecResult(stdout=run.stdout.decode("utf-8", "replace"),
+                          stderr=_noted(run.stderr.decode("utf-8", "replace"), note),
+                          exit_code=exit_code, duration_ms=int(run.elapsed * 1000),
+                          timed_out=killed or run.deadline_hit, truncated=run.truncated)
+
+    def cancel_exec(self, sandbox_id: str, ref: str) -> bool:
+        """Kill a running exec's whole process tree, including what left its process
+        group (`setsid`) since it started, sparing the container's init and other live
+        execs (docker_reap, as after a timeout). False when it had already ended; raises
+        Unsupported where the engine's processes cannot be reached from this host."""
+        exec_id, _, since = ref.partition(":")
+        if not docker_reap.available(self.settings.host):
+            raise Unsupported("stopping a running command needs the Docker engine on this host")
+        with self._errors("exec inspect"):
+            info = self.api.exec_inspect(exec_id)
+        if not info.get("Running"):
+            return False
+        data = self._running_data(sandbox_id)
+        self._reap(data, int(since or 0), exec_id)
+        return True
+
