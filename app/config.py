@@ -147,6 +147,9 @@ class BaseConfig:
     QUOTA_LIVE_SANDBOXES_PER_WORKSPACE = _int("QUOTA_LIVE_SANDBOXES_PER_WORKSPACE", 25)
     QUOTA_SANDBOX_CONFIGS_PER_WORKSPACE = _int("QUOTA_SANDBOX_CONFIGS_PER_WORKSPACE", 100)
     QUOTA_CONCURRENT_INSTALLS_PER_WORKSPACE = _int("QUOTA_CONCURRENT_INSTALLS_PER_WORKSPACE", 3)
+    QUOTA_SKILL_IMAGE_MB_PER_WORKSPACE = _int("QUOTA_SKILL_IMAGE_MB_PER_WORKSPACE", 20000)
+    # What one install may add to a config's image, in MB (the commit is refused past it).
+    SKILL_IMAGE_ADD_MAX_MB = _int("SKILL_IMAGE_ADD_MAX_MB", 2000)
     # The sum of the memory limits of every live Docker session sandbox, in MiB; 0 means
     # three quarters of this host's memory (read at start).
     SANDBOX_MEMORY_BUDGET_MB = _int("SANDBOX_MEMORY_BUDGET_MB", 0) or _host_memory_mb() * 3 // 4

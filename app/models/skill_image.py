@@ -50,6 +50,9 @@ class SkillSnapshot(db.Model):
         Enum(SnapshotState, name="snapshot_state", native_enum=False, length=16,
              validate_strings=True), default=SnapshotState.building, index=True)
     error: Mapped[str | None] = mapped_column(Text)
+    # What this snapshot added to its parent image (Docker), counted against the
+    # workspace's quota of skill image bytes; None where the provider cannot say.
+    size_bytes: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     superseded_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -24,6 +24,8 @@ from app.models import (
     InstallStatus,
     SandboxConfig,
     SandboxSession,
+    SkillSnapshot,
+    SnapshotState,
     Tenant,
 )
 
@@ -46,8 +48,12 @@ QUOTAS = {q.name: q for q in (
           "sandbox configs per workspace", "Delete a config you no longer use."),
     Quota("concurrent_installs_per_workspace", "QUOTA_CONCURRENT_INSTALLS_PER_WORKSPACE",
           "skill installs running at once per workspace", "Wait for one to finish."),
+    Quota("skill_image_mb_per_workspace", "QUOTA_SKILL_IMAGE_MB_PER_WORKSPACE",
+          "MB of skill images per workspace", "Uninstall skills you no longer use; the "
+          "images they replaced are released after their retention."),
 )}
 LIVE = (BindingState.bound, BindingState.creating)
+MB = 1_000_000
 
 
 class OverQuota(AppError):
@@ -91,6 +97,13 @@ def _running_installs(tenant_id: int):
     return select(func.count()).select_from(InstalledSkill).where(
         InstalledSkill.tenant_id == tenant_id, InstalledSkill.deleted_at.is_(None),
         InstalledSkill.status.in_((InstallStatus.installing, InstallStatus.removing)))
+
+
+def _image_mb(tenant_id: int):
+    """What the workspace's skill snapshots still on the provider add up to, in MB."""
+    return select(func.coalesce(func.sum(SkillSnapshot.size_bytes), 0) / MB).where(
+        SkillSnapshot.tenant_id == tenant_id, SkillSnapshot.state.in_(
+            (SnapshotState.building, SnapshotState.active, SnapshotState.superseded)))
 
 
 def _count(query) -> int:
@@ -137,13 +150,24 @@ def admit_install(tenant: Tenant) -> None:
                  _count(_running_installs(tenant.id)))
 
 
+def admit_image_bytes(tenant: Tenant, added: int) -> None:
+    """Before a skill snapshot of `added` bytes is committed."""
+    allowed, used = limit(tenant, "skill_image_mb_per_workspace"), _count(_image_mb(tenant.id))
+    if used + added / MB > allowed:
+        quota = QUOTAS["skill_image_mb_per_workspace"]
+        raise OverQuota.of(quota.name, allowed, used, (
+            f"This install would add {added // MB} MB to this workspace's skill images, "
+            f"past its quota of {allowed} {quota.label} ({used} MB in use). {quota.advice}"))
+
+
 def usage(tenant: Tenant, user_id: int | None = None) -> list[dict]:
     """Each quota of the workspace with its limit and use (the dashboard and the CLI); the
     per-member one counts `user_id`'s sandboxes (None without a member)."""
     queries = {"live_sandboxes_per_member": _live_sandboxes(tenant.id, user_id or 0),
                "live_sandboxes_per_workspace": _live_sandboxes(tenant.id),
                "sandbox_configs_per_workspace": _live_configs(tenant.id),
-               "concurrent_installs_per_workspace": _running_installs(tenant.id)}
+               "concurrent_installs_per_workspace": _running_installs(tenant.id),
+               "skill_image_mb_per_workspace": _image_mb(tenant.id)}
     row = db.session.execute(select(*(q.scalar_subquery().label(name)
                                       for name, q in queries.items()))).one()
     used = {name: int(getattr(row, name) or 0) for name in queries}

@@ -35,6 +35,14 @@ class DockerImages:
                 raise BackendError("this skill image belongs to another sandbox config; "
                                    "it cannot be booted here")
 
+    def added_bytes(self, sandbox_id: str) -> int:
+        """What the sandbox wrote to its root filesystem: the size a `docker commit` of it
+        adds to the image (E2B and Cube have no such figure; callers check for it)."""
+        container_id = self._inspect(sandbox_id)["Id"]
+        with self._errors("measure sandbox"):
+            found = self.api.containers(all=True, size=True, filters={"id": container_id})
+        return int((found[0].get("SizeRw") if found else 0) or 0)
+
     def snapshot_id_for(self, name: str) -> str:
         """The image reference a snapshot named `name` gets (to find an abandoned build)."""
         return f"{SNAPSHOT_REPO}:{name}"

@@ -73,7 +73,8 @@ def planned_name() -> str:
     return f"sandlot-sk-{uuid.uuid4().hex}"
 
 
-def begin(config: SandboxConfig, skill_id: str | None, trigger: SnapshotTrigger) -> SkillSnapshot:
+def begin(config: SandboxConfig, skill_id: str | None, trigger: SnapshotTrigger,
+          size_bytes: int | None = None) -> SkillSnapshot:
     """A ledger row in `building`, committed before the provider is asked for anything."""
     doc = config.config
     ledger_id = str(uuid.uuid4())
@@ -82,7 +83,7 @@ def begin(config: SandboxConfig, skill_id: str | None, trigger: SnapshotTrigger)
         id=ledger_id, tenant_id=config.tenant_id, sandbox_config_id=config.id,
         skill_id=skill_id, provider=doc["sandbox_type"], parent_snapshot_id=current_snapshot(doc),
         generation=gen, planned_name=planned_name(),
-        trigger=trigger, state=SnapshotState.building)
+        trigger=trigger, state=SnapshotState.building, size_bytes=size_bytes)
     db.session.add(row)
     db.session.commit()
     return row

@@ -21,9 +21,16 @@ from sqlalchemy import update
 
 from app.backends.base import Backend, BackendError
 from app.extensions import db
-from app.models import InstalledSkill, InstallStatus, SandboxConfig, SkillSnapshot, SnapshotState
+from app.models import (
+    InstalledSkill,
+    InstallStatus,
+    SandboxConfig,
+    SkillSnapshot,
+    SnapshotState,
+    Tenant,
+)
 from app.models.types import utcnow
-from app.services import job_limits
+from app.services import job_limits, quotas
 from app.services.sandboxes import document, endpoints, image, incidents
 from app.services.sandboxes.provider import backend_for, labels
 from app.services.skills.installs.events import EventLog, cap
@@ -34,6 +41,7 @@ log = logging.getLogger("sandlot.skills.install")
 COMMAND_TIMEOUT_MAX = 600  # decisions 12
 COMMANDS_MARGIN_SEC = 600  # after the commands: image commit and cleanup
 OUTPUT_LIMIT = 256 * 1024
+MB = 1_000_000  # sizes people read, as `df -H` and the provider's own figures count them
 DISK_FULL = ("No space left on device", "ENOSPC", "Disk quota exceeded")
 
 
@@ -267,7 +275,8 @@ class Run:
         """Ledger row, provider snapshot, pointer switch (owner-checked), supersede."""
         doc = config.config
         owner = image.fingerprint(doc)
-        self.ledger = image.begin(config, self.skill_id, trigger)
+        added = self.admit_image_growth()
+        self.ledger = image.begin(config, self.skill_id, trigger, size_bytes=added)
         self.check()
         snapshot_id = image.build(self.backend, self.sandbox_id, self.ledger)
         self.check()
@@ -275,6 +284,24 @@ class Run:
         self.switched = True
         image.supersede(config.id, keep=self.ledger.id)
         return snapshot_id
+
+    def admit_image_growth(self) -> int | None:
+        """What the run adds to the image, refused (nothing committed, nothing left on the
+        host) past the per-install cap or the workspace's quota of skill image bytes."""
+        measure = getattr(self.backend, "added_bytes", None)
+        if measure is None:
+            return None
+        added = measure(self.sandbox_id)
+        cap_mb = int(current_app.config["SKILL_IMAGE_ADD_MAX_MB"])
+        if added > cap_mb * MB:
+            raise RunFailed(f"The install added {added // MB} MB to the image, past this "
+                            f"deployment's limit of {cap_mb} MB for one install: make it "
+                            "leave less behind (build files, downloads, caches).")
+        try:
+            quotas.admit_image_bytes(db.session.get(Tenant, self.tenant_id), added)
+        except quotas.OverQuota as exc:
+            raise RunFailed(exc.message) from None
+        return added
 
     def release_build(self) -> None:
         """A snapshot built but never switched to is released (found by planned name)."""
