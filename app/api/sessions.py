@@ -47,6 +47,10 @@ class ExecIn(Strict):
     command: str = Field(min_length=1, max_length=sessions.COMMAND_MAX)
     skill: str | None = Field(default=None, max_length=100)
     timeout_sec: int | None = Field(default=None, ge=1, le=sessions.TIMEOUT_MAX)
+    keep_processes: bool = Field(default=False, description=(
+        "Docker: keep what the command leaves running (a server for the next command). "
+        "By default it is ended when the command ends, so nothing of one command reads "
+        "a later one's environment"))
 
 
 class ExecOut(Out):
@@ -120,7 +124,8 @@ def exec_in_session(session_id):
     body = parse_body(ExecIn)
     session = _own(str(session_id))
     started = runs.start(current_tenant(), g.principal.user, session, body.command,
-                         body.timeout_sec, skill=body.skill)
+                         body.timeout_sec, skill=body.skill,
+                         keep_processes=body.keep_processes)
     if started.outcome is None:
         assert started.run is not None  # read back for the 202
         return ok(run_out(started.run), 202)

@@ -151,3 +151,18 @@ def test_output_with_a_nul_byte_is_stored_with_the_byte_shown(world, short_wait)
     assert done["status"] == "succeeded", done
     assert (done["stdout"], done["stderr"]) == ("c\ufffd", "d\ufffde")
     assert done["stdout_bytes"] == 2 and done["stderr_bytes"] == 3  # bytes as they came
+
+
+def test_what_a_command_leaves_running_is_ended_unless_it_asks_to_keep_it(world, engine):
+    """Issue 22 item 7: a `setsid` daemon left by one command read /proc/*/environ of the
+    later commands and captured a member's value for another skill."""
+    command = "setsid sh -c 'sleep 300' >/dev/null 2>&1 & sleep 300 >/dev/null 2>&1 & echo ok"
+    left = world.member.post(world.url("/exec"), json={"command": command})
+    assert finished(world.member, world, left)["stdout"] == "ok\n"
+    sandbox_id = world.member.get(world.url()).json["data"]["sandbox_id"]
+    assert _sleepers(engine, sandbox_id) == []
+    kept = world.member.post(world.url("/exec"), json={"command": command,
+                                                       "keep_processes": True})
+    assert finished(world.member, world, kept)["stdout"] == "ok\n"
+    assert len(_sleepers(engine, sandbox_id)) == 2  # asked for: a server between commands
+    engine.exec(sandbox_id, "pkill sleep || kill $(pidof sleep)", user="root")

@@ -99,8 +99,13 @@ class DockerCommands:
              cwd: str | None = None, env: dict[str, str] | None = None,
              timeout_sec: int = 60, output_limit: int = 1 << 20,
              on_output: docker_io.OnOutput | None = None,
-             on_started: Callable[[str], None] | None = None) -> ExecResult:
+             on_started: Callable[[str], None] | None = None,
+             keep_processes: bool = False) -> ExecResult:
         """Run `command` with `sh -c`, killed after `timeout_sec` (exit 137, timed_out).
+
+        What the command leaves running when it ends (a background job, a `setsid`
+        daemon) is ended with it, so nothing of one command reads a later one's
+        environment, unless `keep_processes` (issue 22 item 7).
 
         `on_output(stream, chunk)` sees the output live (the exit line excluded);
         `on_started(ref)` gets the handle `cancel_exec` takes, before the command starts.
@@ -125,7 +130,12 @@ class DockerCommands:
                         marker=marker, on_output=on_output, on_started=started,
                         looked=sandbox_id if recent is not None else "")
         killed = run.exit_code in (124, 137) and run.elapsed >= timeout_sec
-        note = self._reap(data, since, run.exec_id) if killed or run.deadline_hit else ""
+        note = ""
+        if killed or run.deadline_hit:
+            note = self._reap(data, since, run.exec_id)
+        elif not keep_processes and docker_reap.available(self.settings.host) and \
+                docker_reap.left_behind(int(data["State"].get("Pid") or 0), since):
+            note = self._reap(data, since, run.exec_id)
         exit_code = run.exit_code if run.exit_code is not None else 124
         return ExecResult(stdout=run.stdout.decode("utf-8", "replace"),
                           stderr=_noted(run.stderr.decode("utf-8", "replace"), note),

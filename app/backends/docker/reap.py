@@ -227,21 +227,28 @@ class _Sweep:
                 if pid != self.init_pid and pid not in self.targets and parent not in stats
                 and _outside(parent, self.group.line)}
 
-    def kill_pass(self) -> int:
-        """Signal every leftover not signalled yet; how many were new (-1: the cgroup
-        is gone, so is the container)."""
+    def leftovers(self) -> list[tuple[int, int]] | None:
+        """(pid, start ticks) of every leftover not signalled yet (None: the cgroup is
+        gone, so is the container)."""
         pids = self.group.pids()
         if pids is None:
-            return -1
+            return None
         stats = {pid: stat for pid in pids if (stat := _stat(pid))}
         parents = {pid: stat[0] for pid, stat in stats.items()}
         self.main = self.main or _main_process(self.init_pid, stats)
         spared = self.protected | self.exec_roots(stats)
+        return [(pid, start) for pid, (_, start, zombie) in stats.items()
+                if not (pid in (self.init_pid, self.main) or start < self.since or zombie
+                        or self.victims.get(pid) == start or _under(pid, parents, spared))]
+
+    def kill_pass(self) -> int:
+        """Signal every leftover not signalled yet; how many were new (-1: the cgroup
+        is gone, so is the container)."""
+        found = self.leftovers()
+        if found is None:
+            return -1
         new = 0
-        for pid, (_, start, zombie) in stats.items():
-            if (pid in (self.init_pid, self.main) or start < self.since or zombie
-                    or self.victims.get(pid) == start or _under(pid, parents, spared)):
-                continue
+        for pid, start in found:
             if _kill(pid, self.group.line):
                 self.victims[pid] = start
                 new += 1
@@ -254,6 +261,17 @@ class _Sweep:
             if stat is None or stat[1] != start:
                 del self.victims[pid]
         return not self.victims
+
+
+def left_behind(init_pid: int, since_ticks: int) -> bool:
+    """Whether anything started at or after `since_ticks` still runs in the container
+    outside every exec still running there: what an exec that just ended left (a
+    background job, a `setsid` daemon). A read of the process list, no freeze, so the
+    check after every exec costs well under a millisecond when nothing is left."""
+    group = _cgroup(init_pid) if init_pid > 1 else None
+    if group is None or group.line.endswith(":/"):
+        return False
+    return bool(_Sweep(group, init_pid, since_ticks, (), ()).leftovers())
 
 
 def reap(init_pid: int, since_ticks: int, protected_roots: Iterable[int] = (),

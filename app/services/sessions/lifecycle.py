@@ -136,6 +136,7 @@ class Prepared:
     skill: str | None
     resolution: resolver.Resolution
     timeout: int
+    keep_processes: bool = False  # what the command leaves running outlives it (Docker)
 
 
 def precheck(tenant: Tenant, user: User, session: SandboxSession, command: str,
@@ -222,6 +223,8 @@ def exec_prepared(session: SandboxSession, command: str, prepared: Prepared,
             run = exec_capture.wrap(command, resolution.capturable, capture_to)
     exec_args = {"cwd": cwd, "env": env, "timeout_sec": prepared.timeout,
                  "output_limit": OUTPUT_LIMIT}
+    if prepared.keep_processes and doc["sandbox_type"] == "docker":
+        exec_args["keep_processes"] = True  # E2B and Cube never end what a command left
     with _provider(config, "running a command"):
         backend = _backend(session, doc)
         sandbox_id, reused = session_binding.ensure_sandbox(session, config, backend,

@@ -17,6 +17,7 @@ never queued behind a long command. A run cannot outlive its process: one still
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -122,7 +123,8 @@ def channel(run_id: str) -> str:
 # -- starting and waiting ------------------------------------------------------------------
 
 def start(tenant: Tenant, user: User, session: SandboxSession, command: str,
-          timeout_sec: int | None = None, skill: str | None = None) -> Started:
+          timeout_sec: int | None = None, skill: str | None = None,
+          keep_processes: bool = False) -> Started:
     """Create a run and execute it off this thread; wait up to RUN_SYNC_WAIT_SECONDS.
 
     Refusals a direct exec would give (bad command, scripts off, cordoned config, a
@@ -130,6 +132,8 @@ def start(tenant: Tenant, user: User, session: SandboxSession, command: str,
     the wait raises its error, as a direct exec would.
     """
     prepared = lifecycle.precheck(tenant, user, session, command, timeout_sec, skill)
+    if keep_processes:
+        prepared = dataclasses.replace(prepared, keep_processes=True)
     app = current_app._get_current_object()
     config, tenant_id = app.config, tenant.id
     if not _pool(app).take(tenant_id, int(config.get("RUNS_MAX", 128)),
