@@ -43,6 +43,15 @@ class DockerImages:
             found = self.api.containers(all=True, size=True, filters={"id": container_id})
         return int((found[0].get("SizeRw") if found else 0) or 0)
 
+    def changed_paths(self, sandbox_id: str) -> list[tuple[str, str]]:
+        """What the sandbox changed in its image's filesystem, as `docker diff` lists it:
+        (path, "changed" | "added" | "deleted"); a changed directory is listed too."""
+        container_id = self._inspect(sandbox_id)["Id"]
+        with self._errors("diff sandbox"):
+            changes = self.api.diff(container_id) or []
+        kinds = {0: "changed", 1: "added", 2: "deleted"}
+        return [(c["Path"], kinds.get(c.get("Kind"), "changed")) for c in changes]
+
     def snapshot_id_for(self, name: str) -> str:
         """The image reference a snapshot named `name` gets (to find an abandoned build)."""
         return f"{SNAPSHOT_REPO}:{name}"

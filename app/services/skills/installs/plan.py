@@ -165,6 +165,30 @@ CLEANUP = ("rm -rf /tmp/* /tmp/.[!.]* /run/desktop /root/.cache /root/.npm 2>/de
            "mkdir -p /workspace/input /workspace/output 2>/dev/null; true")
 
 
+# What an install may change in the image (issue 22 item 4): its skill's directory and the
+# manifest, and the scratch and caches CLEANUP empties before the commit. Their parent
+# directories show as changed (or added, the first time) and are allowed as such.
+SCRATCH = ("/tmp", "/run/desktop", "/root/.cache", "/root/.npm", "/workspace")
+# The engine's own bind mount for the container's init (`--init`): listed by docker diff,
+# never committed.
+ENGINE_MOUNTS = ("/usr/sbin/docker-init",)
+
+
+def outside_changes(changes: list[tuple[str, str]], name: str) -> list[str]:
+    """The paths of `changes` (docker diff) an install of skill `name` may not touch; a
+    directory listed only because something under it changed is not repeated."""
+    owned = (skill_dir(name), MANIFEST, *SCRATCH, *ENGINE_MOUNTS)
+    out = []
+    for path, kind in changes:
+        if any(path == root or path.startswith(root + "/") for root in owned):
+            continue
+        if kind != "deleted" and any(root.startswith(path + "/") for root in owned):
+            continue  # a parent directory of what it may touch
+        out.append((path, kind))
+    return [p for p, kind in out if kind != "changed"
+            or not any(other.startswith(p + "/") for other, _ in out)]
+
+
 def declarations(raw_json: bytes | None, files: Files) -> list[dict[str, Any]] | None:
     """Reference 7.4: from `.weknora/requirements.json`, else SKILL.md frontmatter `env`;
     more than 200 candidates yield none, at most 20 kept; UPPER_SNAKE up to 128

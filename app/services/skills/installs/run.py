@@ -33,6 +33,7 @@ from app.models.types import utcnow
 from app.services import job_limits, quotas
 from app.services.sandboxes import document, endpoints, image, incidents
 from app.services.sandboxes.provider import backend_for, labels
+from app.services.skills.installs import plan
 from app.services.skills.installs.events import EventLog, cap
 from app.services.skills.installs.lock import ImageLock
 from app.services.skills.installs.watch import Watch
@@ -275,6 +276,7 @@ class Run:
         """Ledger row, provider snapshot, pointer switch (owner-checked), supersede."""
         doc = config.config
         owner = image.fingerprint(doc)
+        self.admit_changes()
         added = self.admit_image_growth()
         self.ledger = image.begin(config, self.skill_id, trigger, size_bytes=added)
         self.check()
@@ -284,6 +286,19 @@ class Run:
         self.switched = True
         image.supersede(config.id, keep=self.ledger.id)
         return snapshot_id
+
+    def admit_changes(self) -> None:
+        """Nothing outside the skill's own directory goes into the image: a run that
+        replaced a program every session runs fails here, naming what it changed."""
+        listing = getattr(self.backend, "changed_paths", None)
+        if listing is None:
+            return
+        outside = plan.outside_changes(listing(self.sandbox_id), self.name)
+        if outside:
+            shown = ", ".join(outside[:10]) + (f" and {len(outside) - 10} more"
+                                               if len(outside) > 10 else "")
+            raise RunFailed("The install changed files outside its skill's directory, "
+                            f"which an install may not do: {shown}.")
 
     def admit_image_growth(self) -> int | None:
         """What the run adds to the image, refused (nothing committed, nothing left on the
