@@ -201,7 +201,9 @@ class BaseConfig:
             parse_engines(cfg.get("SANDBOX_DOCKER_ENGINES") or "")
         except EngineSettingError as exc:
             raise RuntimeError(f"Sandlot refuses to start: {exc}") from None
-        unknown = sorted(set(cfg.get("SANDBOX_BACKENDS") or []) - {"docker", "e2b", "cube"})
+        from app.backends.registry import SANDBOX_TYPES
+
+        unknown = sorted(set(cfg.get("SANDBOX_BACKENDS") or []) - set(SANDBOX_TYPES))
         if unknown:
             raise RuntimeError("Sandlot refuses to start: SANDBOX_BACKENDS names unknown "
                                f"backends {', '.join(unknown)} (known: docker, e2b, cube)")

@@ -53,7 +53,7 @@ QUOTAS = {q.name: q for q in (
           "images they replaced are released after their retention."),
 )}
 LIVE = (BindingState.bound, BindingState.creating)
-MB = 1_000_000
+MB = 1_000_000  # sizes people read, as `df -H` and the providers count them
 
 
 class OverQuota(AppError):

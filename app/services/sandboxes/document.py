@@ -154,8 +154,8 @@ def validate(raw: Any, *, resolve_urls: bool = True,
     problems = Problems()
     kind = doc.sandbox_type
     block = getattr(doc, kind) or BLOCKS[kind]()
-    if endpoints.backend_problem(kind):
-        problems.add("sandbox_type", endpoints.backend_problem(kind))
+    if refused := endpoints.backend_problem(kind):
+        problems.add("sandbox_type", refused)
     _check_common(doc, problems)
     _check_block(kind, block, doc.allow_private_endpoints and endpoints.private_allowed(),
                  problems, resolve_urls, require_template)
@@ -235,8 +235,8 @@ _PRIVATE_REFUSED = ("unsafe outbound URL: private, loopback and internal address
 
 def _check_docker(block: DockerBlock, problems: Problems, names_image: bool) -> None:
     # The catalog query (names_image False) boots nothing and lists only offered images.
-    if names_image and block.image and endpoints.image_problem(block.image):
-        problems.add("docker.image", endpoints.image_problem(block.image))
+    if names_image and block.image and (refused := endpoints.image_problem(block.image)):
+        problems.add("docker.image", refused)
     offered = endpoints.engines()
     if (block.engine or endpoints.LOCAL) not in offered:
         problems.add("docker.engine", "not an engine this deployment offers; use one of: "

@@ -29,10 +29,11 @@ from urllib.parse import urlsplit
 
 from flask import current_app, has_app_context
 
+from app.backends import registry
 from app.backends.docker.images import SNAPSHOT_REPO
 from app.errors import BadRequest
 
-BACKENDS = ("docker", "e2b", "cube")
+BACKENDS = registry.SANDBOX_TYPES
 BACKEND_LABELS = {"docker": "Docker", "e2b": "E2B", "cube": "Cube"}
 LOCAL = "local"
 DEFAULT_IMAGES = "sandlot/sandbox"  # scripts/sandbox-image.sh builds its tags
@@ -128,11 +129,18 @@ def engine(name: str) -> Engine | None:
     return engines().get(name or LOCAL)
 
 
+def _listed(setting: str) -> list[str] | None:
+    """A list setting (a comma-separated string given as an override, too); None outside
+    an app."""
+    listed = current_app.config.get(setting) if has_app_context() else None
+    if isinstance(listed, str):
+        listed = listed.split(",")
+    return None if listed is None else [entry.strip() for entry in listed if entry.strip()]
+
+
 def backends_allowed() -> tuple[str, ...]:
     """The backends this deployment offers, in the product's order (outside an app: all)."""
-    listed = current_app.config.get("SANDBOX_BACKENDS") if has_app_context() else None
-    if isinstance(listed, str):
-        listed = [k.strip() for k in listed.split(",")]
+    listed = _listed("SANDBOX_BACKENDS")
     return BACKENDS if listed is None else tuple(k for k in BACKENDS if k in listed)
 
 
@@ -161,12 +169,8 @@ def require_backend(doc: dict[str, Any]) -> None:
 
 def images_allowed() -> tuple[str, ...]:
     """The repositories and namespaces ("…/") whose images configs may name."""
-    listed = current_app.config.get("SANDBOX_DOCKER_IMAGES") if has_app_context() else None
-    if listed is None:
-        return (DEFAULT_IMAGES,)
-    if isinstance(listed, str):
-        listed = listed.split(",")
-    return tuple(entry.strip() for entry in listed if entry.strip())
+    listed = _listed("SANDBOX_DOCKER_IMAGES")
+    return (DEFAULT_IMAGES,) if listed is None else tuple(listed)
 
 
 def repository_of(ref: str) -> str:

@@ -42,7 +42,6 @@ log = logging.getLogger("sandlot.skills.install")
 COMMAND_TIMEOUT_MAX = 600  # decisions 12
 COMMANDS_MARGIN_SEC = 600  # after the commands: image commit and cleanup
 OUTPUT_LIMIT = 256 * 1024
-MB = 1_000_000  # sizes people read, as `df -H` and the provider's own figures count them
 DISK_FULL = ("No space left on device", "ENOSPC", "Disk quota exceeded")
 
 
@@ -199,8 +198,8 @@ class Run:
         """A maintenance sandbox from the current skill image (or the template), under the
         config's network policy (reference 7.2 step 4)."""
         doc = config.config
-        if endpoints.backend_off(doc["sandbox_type"]):  # turned off after this run was accepted
-            raise RunFailed(endpoints.backend_off(doc["sandbox_type"]))
+        if off := endpoints.backend_off(doc["sandbox_type"]):  # turned off since accepted
+            raise RunFailed(off)
         self.backend = backend_for(doc)
         try:
             image.release_expired(config, self.backend)
@@ -308,8 +307,8 @@ class Run:
             return None
         added = measure(self.sandbox_id)
         cap_mb = int(current_app.config["SKILL_IMAGE_ADD_MAX_MB"])
-        if added > cap_mb * MB:
-            raise RunFailed(f"The install added {added // MB} MB to the image, past this "
+        if added > cap_mb * quotas.MB:
+            raise RunFailed(f"The install added {added // quotas.MB} MB to the image, past this "
                             f"deployment's limit of {cap_mb} MB for one install: make it "
                             "leave less behind (build files, downloads, caches).")
         try:
