@@ -4,6 +4,7 @@ engine errors, and the busybox image."""
 from __future__ import annotations
 
 import socket
+import threading
 import time
 
 import docker
@@ -176,6 +177,32 @@ def test_a_background_process_does_not_hold_the_exec_open(docker_harness: Harnes
 
     assert (result.stdout, result.exit_code, result.timed_out) == ("bg\n", 0, False)
     assert time.monotonic() - started < 10
+
+
+def test_a_cancel_between_the_handle_and_the_start_still_stops_the_command(
+        docker_harness: Harness):
+    """The flaky CI run: a cancel that read the exec's handle after `on_started` but
+    before the engine started the exec saw "not running", returned False, and the
+    command then ran to its timeout."""
+    info = docker_harness.create()
+    backend = docker_harness.backend
+    answer: list[bool] = []
+    workers: list[threading.Thread] = []
+
+    def started(ref: str) -> None:
+        # the cancel lands while the exec exists but has not started
+        workers.append(threading.Thread(
+            target=lambda: answer.append(backend.cancel_exec(info.id, ref))))
+        workers[0].start()
+        time.sleep(0.3)
+
+    began = time.monotonic()
+    result = backend.exec(info.id, "sleep 30", timeout_sec=20, on_started=started)
+    workers[0].join(10)
+
+    assert time.monotonic() - began < 8, result
+    # killed as it started (137), or refused its start while the sweep froze it (126)
+    assert answer == [True] and result.exit_code in (126, 137) and not result.timed_out
 
 
 def test_exec_on_a_paused_sandbox_names_the_problem(docker_harness: Harness):

@@ -26,6 +26,7 @@ from app.backends.docker import reap as docker_reap
 from app.backends.docker.files import user_name
 
 HOST_GRACE_SEC = 5  # host-side backstop after the in-container `timeout`
+START_WAIT_SEC = 3  # how long a cancel waits for an exec it caught before its start
 
 
 def _noted(stderr: str, note: str) -> str:
@@ -76,6 +77,19 @@ class DockerCommands:
                 code = docker_io.wait_exit_code(self.api, exec_id, 0.2 if hit else 2.0)
         return docker_io.RawRun(out, err, code, time.monotonic() - started, truncated, hit,
                                 exec_id)
+
+    def _started_exec(self, exec_id: str) -> dict[str, Any]:
+        """The exec's inspect, once it has started: the handle reaches the caller just
+        before the engine starts the exec, and a cancel in between must not read "not
+        running" as "already ended" (the command would then run to its timeout)."""
+        deadline = time.monotonic() + START_WAIT_SEC
+        while True:
+            with self._errors("exec inspect"):
+                info = self.api.exec_inspect(exec_id)
+            never_started = not info.get("Running") and info.get("ExitCode") is None
+            if not never_started or time.monotonic() > deadline:
+                return info
+            time.sleep(0.05)
 
     def _reap(self, data: dict[str, Any], since_ticks: int, exec_id: str) -> str:
         """After a timeout or a cancel: kill the exec and what it left outside its
@@ -150,11 +164,18 @@ class DockerCommands:
         exec_id, _, since = ref.partition(":")
         if not docker_reap.available(self.settings.host):
             raise Unsupported("stopping a running command needs the Docker engine on this host")
-        with self._errors("exec inspect"):
-            info = self.api.exec_inspect(exec_id)
+        info = self._started_exec(exec_id)
         if not info.get("Running"):
             return False
         data = self._running_data(sandbox_id)
-        self._reap(data, int(since or 0), exec_id)
-        return True
+        # A sweep right at the start can find the exec's process not yet in the
+        # container (and nothing of the command to kill): sweep until the exec ends.
+        deadline = time.monotonic() + START_WAIT_SEC
+        while True:
+            self._reap(data, int(since or 0), exec_id)
+            with self._errors("exec inspect"):
+                running = self.api.exec_inspect(exec_id).get("Running")
+            if not running or time.monotonic() > deadline:
+                return True
+            time.sleep(0.05)
 
