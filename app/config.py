@@ -150,6 +150,15 @@ class BaseConfig:
     QUOTA_SKILL_IMAGE_MB_PER_WORKSPACE = _int("QUOTA_SKILL_IMAGE_MB_PER_WORKSPACE", 20000)
     # What one install may add to a config's image, in MB (the commit is refused past it).
     SKILL_IMAGE_ADD_MAX_MB = _int("SKILL_IMAGE_ADD_MAX_MB", 2000)
+    # Docker installs (decisions 14): the maintenance sandbox's own disk, in MiB (its image
+    # is read-only; the skill's directory and every scratch path live on it), and whether
+    # a bundle's install-root.sh may run as root with the image writable (system packages).
+    SKILL_INSTALL_DISK_MB = _int("SKILL_INSTALL_DISK_MB", 4096)
+    SKILL_INSTALL_ROOT_STEP = _flag("SKILL_INSTALL_ROOT_STEP")
+    # An install's commands together (root step, plan, verification), in seconds; one
+    # command gets at most SKILL_INSTALL_COMMAND_TIMEOUT of it (600 at most).
+    SKILL_INSTALL_COMMANDS_SEC = _int("SKILL_INSTALL_COMMANDS_SEC", 1800)
+    SKILL_INSTALL_COMMAND_TIMEOUT = _int("SKILL_INSTALL_COMMAND_TIMEOUT", 600)
     # The sum of the memory limits of every live Docker session sandbox, in MiB; 0 means
     # three quarters of this host's memory (read at start).
     SANDBOX_MEMORY_BUDGET_MB = _int("SANDBOX_MEMORY_BUDGET_MB", 0) or _host_memory_mb() * 3 // 4

@@ -413,3 +413,90 @@ def test_a_swapped_address_never_gets_a_stored_secret(secret_route, app, two_wor
                 problems.append(f"{who}: the swapped address was contacted "
                                 f"({len(evil.calls)} requests)")
     assert not problems, f"{route.id}:\n  " + "\n  ".join(problems)
+
+
+# -- the quota sweep (issue 22: every new limit is swept) ------------------------------------
+
+def _config(tenant):
+    from app.services import audit
+    from app.services.sandboxes import configs
+    from tests.backends.conftest import BASE_IMAGE
+
+    return configs.create_config(tenant, audit.SystemActor("tests"), f"q-{tenant.id}", "", {
+        "sandbox_type": "docker", "docker": {"image": BASE_IMAGE, "network_mode": "none"}})
+
+
+def _upload(config_id: str) -> dict:
+    import io
+
+    from tests.fakes import skill_archives
+
+    archive = skill_archives.make_zip({"SKILL.md": skill_archives.skill_md("swept")})
+    return {"data": {"file": (io.BytesIO(archive), "skill.zip")},
+            "content_type": "multipart/form-data"}
+
+
+def _session(api, config_id: str) -> str:
+    opened = api.post("/api/v1/sessions", json={"sandbox_config_id": config_id})
+    assert opened.status_code == 201, opened.json
+    return opened.json["data"]["id"]
+
+
+# (quota, method, a function of (tenant group, api client) giving the path and the request)
+QUOTA_ROUTES = {
+    "sandbox_configs_per_workspace": ("POST", lambda a, api: ("/api/v1/sandbox-configs", {
+        "json": {"name": "over", "config": {"sandbox_type": "docker", "docker": {
+            "image": "sandlot/sandbox:base"}}}})),
+    "concurrent_installs_per_workspace": ("POST", lambda a, api: (
+        f"/api/v1/sandbox-configs/{(c := _config(a.tenant)).id}/skills", _upload(c.id))),
+    "concurrent_installs_per_workspace, from the catalog": ("POST", lambda a, api: (
+        f"/api/v1/skills/catalog/{routes.make_catalog_skill(a.tenant, 'swept')}/install",
+        {"json": {"sandbox_config_ids": [_config(a.tenant).id]}})),
+    "concurrent_installs_per_workspace, a reinstall": ("POST", lambda a, api: (
+        f"/api/v1/sandbox-configs/{(c := _config(a.tenant)).id}/skills/"
+        f"{routes.make_installed_skill(a.tenant, c.id)}/reinstall", {"json": {}})),
+    "live_sandboxes_per_member": ("POST", lambda a, api: (
+        f"/api/v1/sessions/{_session(api, _config(a.tenant).id)}/exec",
+        {"json": {"command": "true"}})),
+    "live_sandboxes_per_workspace": ("POST", lambda a, api: (
+        f"/api/v1/sessions/{_session(api, _config(a.tenant).id)}/exec",
+        {"json": {"command": "true"}})),
+}
+# Enforced where the work happens, not at a route: an install's commit.
+QUOTAS_OF_RUNS = {"skill_image_mb_per_workspace"}
+
+
+def test_every_quota_is_swept():
+    from app.services import quotas
+
+    swept = {label.split(",")[0] for label in QUOTA_ROUTES} | QUOTAS_OF_RUNS
+    assert swept == set(quotas.QUOTAS)
+
+
+@pytest.mark.parametrize("label", QUOTA_ROUTES)
+def test_past_a_quota_a_route_refuses_in_the_envelope_and_writes_nothing(
+        label, app, two_worlds, bearer, monkeypatch):
+    """The workspace's own override (the operator's `flask quotas set`) at 0: the route
+    answers 429 `quota_exceeded` naming the quota, and nothing of the request is kept."""
+    from app.extensions import db
+
+    quota = label.split(",")[0]
+    a, b = two_worlds
+    monkeypatch.setitem(app.extensions, "sandlot_dispatcher", _Idle())
+    api = bearer(a.admin, a.tenant)
+    method, request = QUOTA_ROUTES[label]
+    path, kwargs = request(a, api)
+    a.tenant.quotas = {quota: 0}
+    db.session.commit()
+    before = routes.fingerprint()
+    response = api.open(method, path, **kwargs)
+    assert response.status_code == 429, response.json
+    error = response.json["error"]
+    assert error["code"] == "quota_exceeded" and error["data"]["quota"] == quota
+    assert error["data"]["limit"] == 0 and "quota of 0" in error["message"]
+    assert not routes.describe_change(before, routes.fingerprint())
+
+
+class _Idle:
+    def submit(self, job_id: str, timeout: int, tenant_id: int | None = None) -> None:
+        pass  # nothing runs what was accepted before the quota was set

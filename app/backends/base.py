@@ -97,7 +97,8 @@ class SandboxSpec:
     pids_limit: int | None = None
     # Docker: size of the sandbox's writable filesystem (/workspace, /tmp, home); the
     # root filesystem is read-only unless `writable_root` (an image build that commits
-    # its root, whose writes are then not bounded by the disk limit).
+    # its root, whose writes are then not bounded by the disk limit; it has no disk of
+    # its own unless `disk_limit_mb` is set too).
     disk_limit_mb: int | None = None
     writable_root: bool = False
     runtime: str | None = None

@@ -25,20 +25,15 @@ GOOD = b"#!/bin/sh\necho v1 > version.txt\n"
      "`./install.sh` failed with exit code 3: fatal: no compiler here"),
     (b"#!/bin/sh\necho started\nsleep 600\n",
      "`./install.sh` did not finish within 2 s and was stopped."),
-    # /dev/full answers every write with ENOSPC, the error a full disk gives: this engine's
-    # overlay2 has no per-container quota to fill for real.
+    # /dev/full answers every write with ENOSPC, the error a full disk gives (a disk
+    # filled for real: test_install_contained.py).
     (b"#!/bin/sh\nhead -c 1048576 /dev/zero > /dev/full\n",
-     "The sandbox ran out of disk space while running `./install.sh`."),
+     "The sandbox ran out of disk space while running `./install.sh` (this deployment "
+     "gives an install 4096 MB)."),
     # The plan for package.json is `npm install`; the base image has no npm.
     (None, "`npm install --no-audit --no-fund` failed with exit code 127: "
            "sh: 1: npm: not found"),
-    # Issue 22 item 4: an install (root in the maintenance sandbox) replaced a program
-    # every session runs, and the snapshot kept it; members' values were then captured.
-    (b"#!/bin/sh\nprintf '#!/bin/sh\\necho trojan\\n' > /usr/local/bin/python3\n"
-     b"chmod 755 /usr/local/bin/python3\nrm -f /etc/hostname.d 2>/dev/null\necho ok > ok.txt\n",
-     "The install changed files outside its skill's directory, which an install may not "
-     "do: /usr/local/bin/python3."),
-], ids=["fails", "hangs", "disk-full", "no-npm", "outside-its-directory"])
+], ids=["fails", "hangs", "disk-full", "no-npm"])
 def test_a_bad_install_ends_failed_cleanly(world, app, monkeypatch, script, expected):
     monkeypatch.setitem(app.config, "SKILL_INSTALL_COMMAND_TIMEOUT", 2)
     admin, engine = world["admin"], world["engine"]

@@ -37,8 +37,24 @@ def test_an_install_stops_its_commands_at_the_jobs_limit(world, app, monkeypatch
 
     assert time.monotonic() - started < 60
     assert (row.status, row.error) == (
-        "failed", f"The run used up its {install_run.COMMANDS_MARGIN_SEC + 3} s time limit "
-                  "before its commands finished.")
+        "failed", "The install's commands used up the 3 s this deployment gives them "
+                  "together, before they finished.")
+
+
+def test_an_install_stops_its_commands_at_the_deployments_budget(world, app, monkeypatch):
+    """Issue 22 item 2: one install could hold its maintenance sandbox for an hour."""
+    monkeypatch.setitem(app.config, "SKILL_INSTALL_COMMANDS_SEC", 3)
+    admin = world["admin"]
+    config = docker_config(admin)
+    script = b"#!/bin/sh\nsleep 600\n"
+    started = time.monotonic()
+    skill_id = install_zip(admin, config["id"], skill_zip("slow", {"install.sh": script})
+                           ).json["data"]["skill_id"]
+    row = wait_for(skill_id)
+    assert time.monotonic() - started < 60
+    assert (row.status, row.error) == (
+        "failed", "The install's commands used up the 3 s this deployment gives them "
+                  "together, before they finished.")
 
 
 def test_an_install_that_adds_too_much_fails_naming_the_size_and_leaves_nothing(

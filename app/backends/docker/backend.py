@@ -50,6 +50,7 @@ from app.backends.base import (
 from app.backends.docker import containers
 from app.backends.docker import disk as docker_disk
 from app.backends.docker import io as docker_io
+from app.backends.docker.carry import DockerCarry
 from app.backends.docker.commands import DockerCommands
 from app.backends.docker.egress import manager as egress
 from app.backends.docker.files import DockerFiles
@@ -77,7 +78,7 @@ def _discard_disk(job: Future) -> None:
     docker_disk.release(disk.disk_id if disk else None)
 
 
-class DockerBackend(DockerCommands, DockerFiles, DockerImages):
+class DockerBackend(DockerCommands, DockerFiles, DockerImages, DockerCarry):
     """The sandbox protocol on a Docker engine (local unix socket or tcp+TLS)."""
 
     provider = "docker"
@@ -241,13 +242,15 @@ class DockerBackend(DockerCommands, DockerFiles, DockerImages):
             nano_cpus=int(cpu * 1e9) if cpu else None,
             mem_limit=memory_bytes, memswap_limit=memory_bytes,
             pids_limit=spec.pids_limit or self.settings.pids_limit,
-            read_only=disk is not None, mounts=list(disk.mounts) if disk else None,
+            read_only=disk is not None and not spec.writable_root,
+            mounts=list(disk.mounts) if disk else None,
             runtime=spec.runtime or self.settings.runtime or None)
 
     def _disk_for(self, spec: SandboxSpec) -> docker_disk.Disk | None:
-        """The sandbox's own bounded filesystem (None: writable root, no disk limit)."""
+        """The sandbox's own bounded filesystem (None: writable root, no disk limit). A
+        writable root with an explicit disk limit gets both (an install's root step)."""
         size = spec.disk_limit_mb or self.settings.disk_limit_mb
-        if spec.writable_root or not size:
+        if not size or (spec.writable_root and not spec.disk_limit_mb):
             return None
         docker_disk.sweep_once(self.api, self.settings.host)
         return docker_disk.create(size, self.settings.host)

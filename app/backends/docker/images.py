@@ -20,6 +20,8 @@ SNAPSHOT_LABEL = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 class DockerImages:
     """`docker commit` snapshots and the engine's tagged images as templates."""
 
+    snapshot_repo = SNAPSHOT_REPO
+
     @staticmethod
     def _check_snapshot_owner(image: dict, metadata: dict[str, str]) -> None:
         """A skill snapshot boots only for the workspace and config whose install run
@@ -60,17 +62,22 @@ class DockerImages:
                         labels: dict[str, str] | None = None) -> str:
         """`docker commit` to sandlot/snapshot:<name>, labelled `sandlot.snapshot=<name>`
         plus `labels`; returns that image reference."""
-        if not SNAPSHOT_NAME.match(name):
-            raise BackendError("snapshot name must be 1-128 of [A-Za-z0-9_.-], "
-                               "not starting with . or -")
+        changes = self.label_changes(name, labels)
         container_id = self._inspect(sandbox_id)["Id"]
-        changes = [f"LABEL {key}={json.dumps(value)}"
-                   for key, value in {"sandlot.snapshot": name, **(labels or {})}.items()
-                   if SNAPSHOT_LABEL.match(key)]
         with self._errors("create snapshot"):
             self.api.commit(container_id, repository=SNAPSHOT_REPO, tag=name, pause=True,
                             changes=changes)
         return self.snapshot_id_for(name)
+
+    @staticmethod
+    def label_changes(name: str, labels: dict[str, str] | None) -> list[str]:
+        """The commit's LABEL instructions: `sandlot.snapshot=<name>` and `labels`."""
+        if not SNAPSHOT_NAME.match(name):
+            raise BackendError("snapshot name must be 1-128 of [A-Za-z0-9_.-], "
+                               "not starting with . or -")
+        return [f"LABEL {key}={json.dumps(value)}"
+                for key, value in {"sandlot.snapshot": name, **(labels or {})}.items()
+                if SNAPSHOT_LABEL.match(key)]
 
     def delete_snapshot(self, snapshot_id: str) -> None:
         """Remove a snapshot image; not found is success, in use is an error."""

@@ -89,9 +89,17 @@ def begin(config: SandboxConfig, skill_id: str | None, trigger: SnapshotTrigger,
     return row
 
 
-def build(backend: Backend, sandbox_id: str, row: SkillSnapshot) -> str:
-    """Ask the provider for the snapshot and mark the ledger row `active`."""
-    snapshot_id = backend.create_snapshot(sandbox_id, row.planned_name)
+def build(backend: Backend, sandbox_id: str, row: SkillSnapshot,
+          carry: tuple[Any, list[str], bool] | None = None) -> str:
+    """Ask the provider for the snapshot and mark the ledger row `active`. `carry`
+    (Docker's contained installs): (packed paths, paths they replace, with the root
+    filesystem's changes), see app/backends/docker/carry.py."""
+    if carry is not None:
+        packed, replace, with_root = carry
+        snapshot_id = backend.create_snapshot_carrying(sandbox_id, row.planned_name, packed,
+                                                       replace, with_root)
+    else:
+        snapshot_id = backend.create_snapshot(sandbox_id, row.planned_name)
     row.snapshot_id, row.state = snapshot_id, SnapshotState.active
     db.session.commit()
     return snapshot_id

@@ -27,11 +27,11 @@ from app.errors import Forbidden, NotFound, ValidationFailed
 from app.extensions import db
 from app.models import BindingState, SandboxConfig, SandboxSession, Tenant, User
 from app.models.types import utcnow
-from app.services import audit, paging
+from app.services import audit, paging, quotas
 from app.services.personal import capture as exec_capture
 from app.services.personal import resolver
 from app.services.personal.values import Who
-from app.services.sandboxes import endpoints, incidents
+from app.services.sandboxes import document, endpoints, incidents
 from app.services.sandboxes.configs import cordoned
 from app.services.sandboxes.document import readable_env
 from app.services.sandboxes.provider import backend_for
@@ -158,6 +158,9 @@ def _prepare(tenant: Tenant, user: User, session: SandboxSession, command: str,
     if config.is_cordoned(utcnow()):
         raise cordoned()
     endpoints.require_backend(config.config)
+    if session.binding_state == BindingState.none:  # refused before a run is recorded;
+        # the create checks again while it holds the session's claim
+        quotas.admit_sandbox(tenant, session, config.config, document.memory_mb)
     who = Who.user(tenant, user)
     installed = skill_exec.usable_skill(config, skill) if skill else None
     # The caller's layers (reference 8.4); unreadable values refuse the run here.

@@ -123,12 +123,14 @@ def add_from_upload(tenant: Tenant, actor: Actor, config: SandboxConfig,
                     upload: IO[bytes]) -> str:
     """POST .../skills with a zip: register (upsert) the definition, then install it."""
     endpoints.require_backend(config.config)  # before anything is registered
+    quotas.admit_install(tenant)  # likewise (accept checks again, against a race)
     entry = catalog.register_upload(tenant, actor, upload)
     return _install_one(tenant, actor, entry, config)
 
 
 def add_from_source(tenant: Tenant, actor: Actor, config: SandboxConfig, source: str) -> str:
-    endpoints.require_backend(config.config)
+    endpoints.require_backend(config.config)  # before anything is registered
+    quotas.admit_install(tenant)  # likewise (accept checks again, against a race)
     entry = catalog.register_source(tenant, actor, source)
     return _install_one(tenant, actor, entry, config)
 

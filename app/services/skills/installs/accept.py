@@ -43,6 +43,8 @@ def accept(tenant: Tenant, entry: SkillCatalogEntry,
         if row.status == InstallStatus.removing:
             raise Conflict("This skill is being removed from that sandbox; install it again "
                            "once the removal has finished.")
+    quotas.admit_install(tenant)  # before this target is touched (earlier ones count)
+    if row is not None:
         if row.status == InstallStatus.ready:  # an upgrade: agents keep the old build
             row.served = {"version": row.version, "description": row.description,
                           "instructions": row.instructions,
@@ -53,8 +55,6 @@ def accept(tenant: Tenant, entry: SkillCatalogEntry,
                              sandbox_config_id=config.id, name=entry.name, enabled=True,
                              envs=[])
         db.session.add(row)
-    with db.session.no_autoflush:  # this row is not running yet; earlier targets' are
-        quotas.admit_install(tenant)
     row.catalog_id, row.version = entry.id, entry.version
     row.description, row.instructions = entry.description, entry.instructions
     row.bundle_ref, row.bundle_sha256 = entry.bundle_ref, entry.bundle_sha256

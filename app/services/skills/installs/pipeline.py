@@ -12,6 +12,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from flask import current_app
+
 from app.backends.base import SandboxPathNotFound
 from app.extensions import db
 from app.models import EventKind, InstalledSkill, InstallStatus, SnapshotTrigger
@@ -37,17 +39,26 @@ def install(job_id: str, skill_id: str, on_progress: Callable[[int, str], None] 
 class InstallRun(Run):
     status = InstallStatus.installing
     first_percent = 10
+    contained = True
 
     def steps(self) -> dict[str, Any]:
         config = self.config()
         files = self.files()
+        if plan.ROOT_STEP in files.data:
+            if not current_app.config["SKILL_INSTALL_ROOT_STEP"]:
+                raise RunFailed(f"This skill has a root step ({plan.ROOT_STEP}) for system "
+                                "packages, and this deployment does not allow root steps.")
+            self.root_step = True
         self.boot(config, image.boot_template(config.config), 25)
         directory = plan.skill_dir(self.name)
-        self.root(plan.reset_script(directory))
-        self.events.emit("seeding", 28, message=f"seeding {len(files.data)} files")
-        self.backend.extract_tar(self.sandbox_id, directory, files.tar())
-        self.events.emit("seeded", 35)
-        for count, command in enumerate(plan.commands(files), start=1):
+        self.seed(files, directory)
+        commands = plan.commands(files)
+        if self.root_step:
+            self.events.note(f"Running {plan.ROOT_STEP} as root: this deployment allows a "
+                             "root step for system packages, and what it changes in the "
+                             "image is listed before the snapshot")
+            self.step(f"./{plan.ROOT_STEP}", directory, 1, user="root")
+        for count, command in enumerate(commands, start=1 + self.root_step):
             self.step(command, directory, count)
         self.events.emit("agent_done", 80)
         self.verify(files, directory)
@@ -58,6 +69,18 @@ class InstallRun(Run):
         image.mark_stale(self.config())
         self.events.emit("done", 100, status="ready")
         return {"status": "ready", "snapshot_id": snapshot_id}
+
+    def seed(self, files: plan.Files, directory: str) -> None:
+        """The bundle into the skill's directory, as one tar (reference 7.2 step 7); owned
+        by the sandbox user where its commands run contained."""
+        self.root(plan.reset_script(directory, keep_dir=not self.contained))
+        self.events.emit("seeding", 28, message=f"seeding {len(files.data)} files")
+        if self.contained:
+            self.backend.extract_tar(self.sandbox_id, plan.SKILLS_ROOT, files.tar(
+                top=self.name, owner=self.backend.install_uid))
+        else:
+            self.backend.extract_tar(self.sandbox_id, directory, files.tar())
+        self.events.emit("seeded", 35)
 
     def files(self) -> plan.Files:
         try:
@@ -73,7 +96,7 @@ class InstallRun(Run):
         listing = json.dumps(sorted(files.data))
         result = self.root(plan.verify_command(), directory,
                            timeout=min(self.command_timeout, 120),
-                           env={"SANDLOT_VERIFY_FILES": listing})
+                           env={"SANDLOT_VERIFY_FILES": listing}, user=self.user)
         notes = [line for line in result.stdout.splitlines() if line.strip()]
         if result.exit_code != 0 and not notes:
             notes = ["verification could not run in this sandbox image (python3 missing?)"]
@@ -99,7 +122,8 @@ class InstallRun(Run):
             self.events.note("no usable environment variable declaration; the declared "
                              "variables and their values are kept: "
                              + ", ".join(e["name"] for e in self.row.envs))
-        self.root(plan.CLEANUP)
+        if not self.contained:  # contained, the scratch is on a disk the image never gets
+            self.root(plan.CLEANUP)
         return envs
 
     def ready(self, snapshot_id: str, envs: list[dict[str, Any]] | None) -> None:

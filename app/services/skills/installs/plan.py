@@ -4,7 +4,9 @@ Seed the bundle into the skill's directory as one tar stream; if the bundle has
 `install.sh`, run it; else `requirements.txt` goes into the skill's own `.venv`; else
 `package.json` gets `npm install`. Then verify (non-fatal notes), write the manifest
 entry, read the env declarations (reference 7.4) and clean scratch before the snapshot.
-Everything runs as root in the maintenance sandbox, under the config's network policy.
+On Docker the commands run as the sandbox user, who owns only the skill's directory
+(decisions 14; a bundle's install-root.sh runs as root first where the operator allows
+it); on E2B and Cube as root. Always under the config's network policy.
 """
 
 from __future__ import annotations
@@ -53,19 +55,29 @@ class Files:
             return cls({info.filename: bundle.read(info) for info in bundle.infolist()
                         if not info.is_dir()})
 
-    def tar(self) -> bytes:
-        """One tar stream: directories and files root-owned, mode 0755 (reference 7.2)."""
+    def tar(self, top: str = "", owner: int = 0) -> bytes:
+        """One tar stream: directories and files mode 0755 (reference 7.2), owned by
+        `owner`; under a directory entry `top` (owned likewise) when given."""
         out = io.BytesIO()
+
+        def add(name: str, data: bytes | None = None) -> None:
+            info = tarfile.TarInfo(f"{top}/{name}" if top and name else top or name)
+            info.mode, info.uid, info.gid = 0o755, owner, owner
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                archive.addfile(info)
+            else:
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+
         with tarfile.open(fileobj=out, mode="w") as archive:
+            if top:
+                add("")
             for directory in sorted({p.rsplit("/", 1)[0] for p in self.data if "/" in p}
                                     | _parents(self.data)):
-                info = tarfile.TarInfo(directory)
-                info.type, info.mode = tarfile.DIRTYPE, 0o755
-                archive.addfile(info)
+                add(directory)
             for path in sorted(self.data):
-                info = tarfile.TarInfo(path)
-                info.size, info.mode = len(self.data[path]), 0o755
-                archive.addfile(info, io.BytesIO(self.data[path]))
+                add(path, self.data[path])
         return out.getvalue()
 
     def mentions(self, name: str) -> bool:
@@ -81,8 +93,12 @@ def _parents(data: dict[str, bytes]) -> set[str]:
     return found
 
 
+ROOT_STEP = "install-root.sh"
+
+
 def commands(files: Files) -> list[str]:
-    """The plan: every command, in order, run in the skill's directory."""
+    """The plan: every command, in order, run in the skill's directory (a root step,
+    where there is one and it is allowed, runs before them)."""
     if "install.sh" in files.data:
         return ["./install.sh"]
     if "requirements.txt" in files.data:
@@ -92,8 +108,12 @@ def commands(files: Files) -> list[str]:
     return []
 
 
-def reset_script(directory: str) -> str:
+def reset_script(directory: str, keep_dir: bool = True) -> str:
+    """Empty the skill's directory (`keep_dir`: a fresh root-owned one stays; else only
+    its parent, for a seed that brings the directory with its owner)."""
     quoted = shlex.quote(directory)
+    if not keep_dir:
+        return f"rm -rf -- {quoted} && mkdir -p -- {shlex.quote(SKILLS_ROOT)}"
     return f"rm -rf -- {quoted} && mkdir -p -- {quoted} && chmod 755 {quoted}"
 
 

@@ -80,6 +80,11 @@ class Run:
 
     status: InstallStatus  # the row status this run works under
     first_percent: int
+    # Whether the run's commands run contained where the backend can (Docker: read-only
+    # image, a bounded disk, the sandbox user; the snapshot carries only the skill's
+    # paths). Removals run only our own commands, as root, and commit the container.
+    contained = False
+    root_step = False  # contained, with install-root.sh allowed to write the image
 
     def __init__(self, row: InstalledSkill, job_id: str,
                  on_progress: Callable[[int, str], None] | None = None,
@@ -104,11 +109,13 @@ class Run:
         cfg = current_app.config
         self.command_timeout = min(int(cfg.get("SKILL_INSTALL_COMMAND_TIMEOUT", 600)),
                                    COMMAND_TIMEOUT_MAX)
-        # The commands together end before the job's limit (job_limits), leaving
-        # COMMANDS_MARGIN_SEC for the image commit and cleanup; a plan of many commands
-        # cannot add up past it.
-        self.commands_deadline = (time.monotonic() + job_limits.LIMITS["install_skill"]
-                                  - COMMANDS_MARGIN_SEC)
+        # The commands together get SKILL_INSTALL_COMMANDS_SEC, and end before the job's
+        # limit (job_limits) less COMMANDS_MARGIN_SEC for the image commit and cleanup: a
+        # plan of many commands cannot add up past either.
+        self.commands_budget = max(1, min(
+            int(cfg.get("SKILL_INSTALL_COMMANDS_SEC", 1800)),
+            job_limits.LIMITS["install_skill"] - COMMANDS_MARGIN_SEC))
+        self.commands_deadline = time.monotonic() + self.commands_budget
 
     # -- the frame ------------------------------------------------------------------------
 
@@ -201,6 +208,7 @@ class Run:
         if off := endpoints.backend_off(doc["sandbox_type"]):  # turned off since accepted
             raise RunFailed(off)
         self.backend = backend_for(doc)
+        self.contained = self.contained and getattr(self.backend, "carries_installs", False)
         try:
             image.release_expired(config, self.backend)
         except BackendError as exc:  # housekeeping must not fail the install
@@ -211,9 +219,13 @@ class Run:
         # The config's env reaches every command, but per exec: baked into the sandbox it
         # would be committed into the snapshot and outlive a later change of the secret.
         self.exec_env = dict(spec.env)
-        # writable_root: the snapshot commits the root filesystem, and a sandbox's own disk
-        # volume (/opt/weknora/tenant among its paths) is not part of a `docker commit`.
-        spec = dataclasses.replace(spec, template=template, env={}, writable_root=True)
+        if self.contained:  # the image read-only (but for a root step), the disk bounded
+            spec = dataclasses.replace(spec, template=template, env={},
+                                       writable_root=self.root_step,
+                                       disk_limit_mb=self.disk_mb)
+        else:  # the snapshot commits the root filesystem, where the commands write
+            spec = dataclasses.replace(spec, template=template, env={}, writable_root=True,
+                                       disk_limit_mb=None)
         self.check()
         info = self.backend.create(spec)
         self.sandbox_id = info.id
@@ -221,25 +233,34 @@ class Run:
         self.check()
         self.events.emit("sandbox_ready", stage_percent)
 
+    @property
+    def disk_mb(self) -> int:
+        return int(current_app.config["SKILL_INSTALL_DISK_MB"])
+
+    @property
+    def user(self) -> str:
+        """Who runs the skill's own code: the sandbox user where contained, else root."""
+        return "sandbox" if self.contained else "root"
+
     def root(self, command: str, cwd: str = "/", timeout: int | None = None,
-             env: dict[str, str] | None = None):
+             env: dict[str, str] | None = None, user: str = "root"):
         self.check()
         left = int(self.commands_deadline - time.monotonic())
         if left < 1:
             raise RunFailed(self.out_of_time())
-        return self.backend.exec(self.sandbox_id, command, user="root", cwd=cwd,
+        return self.backend.exec(self.sandbox_id, command, user=user, cwd=cwd,
                                  env={**self.exec_env, **(env or {})},
                                  timeout_sec=min(timeout or self.command_timeout, left),
                                  output_limit=OUTPUT_LIMIT)
 
     def out_of_time(self) -> str:
-        return (f"The run used up its {job_limits.LIMITS['install_skill']} s time limit "
-                "before its commands finished.")
+        return (f"The install's commands used up the {self.commands_budget} s this "
+                "deployment gives them together, before they finished.")
 
-    def step(self, command: str, cwd: str, steps: int) -> None:
+    def step(self, command: str, cwd: str, steps: int, user: str | None = None) -> None:
         """One plan command as transcript events; a failure ends the run (reference 7.2)."""
         self.events.command(command, steps)
-        result = self.root(command, cwd)
+        result = self.root(command, cwd, user=user or self.user)
         self.check()
         output = (result.stdout + (("\n" if result.stdout else "") + result.stderr
                                    if result.stderr else "")).rstrip("\n")
@@ -251,7 +272,10 @@ class Run:
                             "was stopped.")
         if result.exit_code != 0:
             if any(mark in output for mark in DISK_FULL):
-                raise RunFailed(f"The sandbox ran out of disk space while running `{command}`.")
+                bound = (f" (this deployment gives an install {self.disk_mb} MB)"
+                         if self.contained else "")
+                raise RunFailed(f"The sandbox ran out of disk space while running "
+                                f"`{command}`{bound}.")
             last = cap(self.events.mask(output.strip().splitlines()[-1]), 300) \
                 if output.strip() else ""
             raise RunFailed(f"`{command}` failed with exit code {result.exit_code}"
@@ -275,11 +299,41 @@ class Run:
         """Ledger row, provider snapshot, pointer switch (owner-checked), supersede."""
         doc = config.config
         owner = image.fingerprint(doc)
+        if self.contained:
+            return self.carried_snapshot(config, trigger, owner)
         self.admit_changes()
-        added = self.admit_image_growth()
+        added = self.admit_image_growth(self.measured())
         self.ledger = image.begin(config, self.skill_id, trigger, size_bytes=added)
         self.check()
         snapshot_id = image.build(self.backend, self.sandbox_id, self.ledger)
+        return self.adopt(config, snapshot_id, owner, doc)
+
+    def carried_snapshot(self, config: SandboxConfig, trigger, owner: str) -> str:
+        """The contained run's snapshot: the image, plus what a root step changed in it
+        (listed in the transcript), plus the skill's directory and the manifest."""
+        doc = config.config
+        grown = 0
+        if self.root_step:
+            changed = plan.outside_changes(self.backend.changed_paths(self.sandbox_id),
+                                           self.name)
+            if changed:
+                self.events.note("the root step changed the image at: "
+                                 + self.listed(changed))
+            grown = self.measured() or 0
+        cap_bytes = int(current_app.config["SKILL_IMAGE_ADD_MAX_MB"]) * quotas.MB
+        packed = self.backend.pack(self.sandbox_id, [plan.skill_dir(self.name), plan.MANIFEST],
+                                   cap_bytes)
+        try:
+            added = self.admit_image_growth(grown + packed.size)
+            self.ledger = image.begin(config, self.skill_id, trigger, size_bytes=added)
+            self.check()
+            snapshot_id = image.build(self.backend, self.sandbox_id, self.ledger, carry=(
+                packed, [plan.skill_dir(self.name)], self.root_step))
+        finally:
+            packed.discard()
+        return self.adopt(config, snapshot_id, owner, doc)
+
+    def adopt(self, config: SandboxConfig, snapshot_id: str, owner: str, doc: dict) -> str:
         self.check()
         image.switch(config.id, snapshot_id, owner, document.template_of(doc))
         self.switched = True
@@ -294,18 +348,25 @@ class Run:
             return
         outside = plan.outside_changes(listing(self.sandbox_id), self.name)
         if outside:
-            shown = ", ".join(outside[:10]) + (f" and {len(outside) - 10} more"
-                                               if len(outside) > 10 else "")
             raise RunFailed("The install changed files outside its skill's directory, "
-                            f"which an install may not do: {shown}.")
+                            f"which an install may not do: {self.listed(outside)}.")
 
-    def admit_image_growth(self) -> int | None:
+    @staticmethod
+    def listed(paths: list[str]) -> str:
+        return ", ".join(paths[:10]) + (f" and {len(paths) - 10} more"
+                                        if len(paths) > 10 else "")
+
+    def measured(self) -> int | None:
+        """What the sandbox wrote to its image's filesystem (None: the provider has no
+        such figure)."""
+        measure = getattr(self.backend, "added_bytes", None)
+        return measure(self.sandbox_id) if measure is not None else None
+
+    def admit_image_growth(self, added: int | None) -> int | None:
         """What the run adds to the image, refused (nothing committed, nothing left on the
         host) past the per-install cap or the workspace's quota of skill image bytes."""
-        measure = getattr(self.backend, "added_bytes", None)
-        if measure is None:
+        if added is None:
             return None
-        added = measure(self.sandbox_id)
         cap_mb = int(current_app.config["SKILL_IMAGE_ADD_MAX_MB"])
         if added > cap_mb * quotas.MB:
             raise RunFailed(f"The install added {added // quotas.MB} MB to the image, past this "
