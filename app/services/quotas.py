@@ -174,8 +174,25 @@ def usage(tenant: Tenant, user_id: int | None = None) -> list[dict]:
     if user_id is None:
         used["live_sandboxes_per_member"] = None
     return [{"name": q.name, "label": q.label, "limit": limit(tenant, q.name),
-             "used": used[q.name], "overridden": q.name in (tenant.quotas or {})}
+             "used": used[q.name], "overridden": q.name in (tenant.quotas or {}),
+             "default": int(current_app.config[q.setting])}
             for q in QUOTAS.values()]
+
+
+# The deployment's own limits, the same for every workspace: (setting, what it bounds).
+DEPLOYMENT_LIMITS = (
+    ("SANDBOX_MEMORY_BUDGET_MB", "MB of memory for all live Docker sandboxes together"),
+    ("SKILL_IMAGE_ADD_MAX_MB", "MB one install may add to a config's image"),
+    ("SKILL_INSTALL_DISK_MB", "MB of disk an install's commands get"),
+    ("SKILL_INSTALL_COMMANDS_SEC", "seconds an install's commands get together"),
+    ("STREAMS_PER_MEMBER", "live streams one member may hold open"),
+    ("STREAMS_PER_WORKSPACE", "live streams one workspace may hold open"),
+)
+
+
+def deployment_limits() -> list[dict]:
+    return [{"setting": setting, "label": label, "value": int(current_app.config[setting])}
+            for setting, label in DEPLOYMENT_LIMITS]
 
 
 def set_override(tenant: Tenant, name: str, value: int | None) -> None:

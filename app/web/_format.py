@@ -142,3 +142,10 @@ def event_sentence(event: AuditEvent) -> str:
     what = describe_event(event)
     text = what if what[:1].isupper() else f"{event.actor_label} {what}"
     return text if text.endswith(".") else f"{text}."
+
+
+@bp.app_template_filter("upper_first")
+def upper_first(text: str) -> str:
+    """The first letter capitalised and the rest kept (Jinja's `capitalize` lowercases
+    the rest: "MB of ..." read "Mb of ...")."""
+    return text[:1].upper() + text[1:]

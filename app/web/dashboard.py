@@ -58,4 +58,5 @@ def dashboard():
         totals=summary_service.outcome_counts(summary), kinds=KIND_LABELS,
         outcome_labels=OUTCOME_LABELS, count_labels=COUNT_LABELS, install_labels=INSTALL_LABELS,
         event_link=event_link, quotas=quotas.usage(tenant, who.user.id),
+        deployment_limits=quotas.deployment_limits(),
     )

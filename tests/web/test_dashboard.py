@@ -198,3 +198,10 @@ def test_the_workspace_sees_its_use_against_each_quota(app, two_tenants, login_a
     assert 'aria-label="Sandbox configs per workspace: 1 of 7"' in page
     assert 'aria-label="Live sandboxes per workspace: 0 of 3"' in page
     assert 'aria-label="Live sandboxes per member: 0 of 5"' in page
+    # each with its default, and the deployment's own limits (issue 22: the settings page
+    # lists every quota with its default)
+    assert "set for this workspace; the default is 25" in page
+    assert page.count("the deployment's default") == 4
+    monkeypatch.setitem(app.config, "SKILL_INSTALL_DISK_MB", 4096)
+    page = text(login_as(a.viewer, a.tenant).get("/"))
+    assert "<dt>MB of disk an install&#39;s commands get</dt><dd>4096</dd>" in page
