@@ -122,3 +122,26 @@ def test_the_operator_lists_repositories_and_namespaces(app, monkeypatch):
     monkeypatch.setitem(app.config, "SANDBOX_DOCKER_IMAGES", ["sandlot/"])
     assert problems("sandlot/other:1") == []
     assert problems("sandlot/snapshot:sandlot-sk-abc") == ["docker.image"]
+
+
+def test_the_pages_neither_offer_nor_accept_another_workspaces_snapshot(two_tenants,
+                                                                        login_as, planted):
+    """The same through the editor: "Load templates" and a saved form."""
+    from app.models import SandboxConfig
+    from tests.web._support import post_form, text
+    from tests.web.test_sandboxes import slot
+
+    _, b = two_tenants
+    client = login_as(b.admin, b.tenant)
+    offered = text(post_form(client, "/sandboxes/editor/templates",
+                             {"sandbox_type": "docker", "docker.image": ""}, htmx=True))
+    assert 'data-pick="sandlot/sandbox:busybox"' in offered
+    assert "sandlot/snapshot" not in offered and planted["unlisted"] not in offered
+    saved = post_form(client, "/sandboxes", {"name": "borrowed", "sandbox_type": "docker",
+                                            "docker.image": planted["snapshot"],
+                                            "docker.network_mode": "none"})
+    assert saved.status_code == 400
+    body = text(saved)
+    assert "is a skill image this console builds" in slot(body, "err-docker-image")
+    assert planted["config_a"] not in body
+    assert SandboxConfig.query.filter_by(tenant_id=b.tenant.id).count() == 0
