@@ -7,6 +7,7 @@ that type is used.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from app.backends.base import Backend, Capabilities, Unsupported
@@ -14,7 +15,18 @@ from app.backends.base import Backend, Capabilities, Unsupported
 SANDBOX_TYPES = ("docker", "e2b", "cube")
 
 
+# The SDK's package imports itself in a circle: two threads importing its modules for
+# the first time at once get `_DeadlockError` from the import system. One import at a
+# time (cheap once imported: the modules are then in sys.modules).
+_IMPORTING = threading.Lock()
+
+
 def _backend_class(sandbox_type: str) -> type:
+    with _IMPORTING:
+        return _import_backend(sandbox_type)
+
+
+def _import_backend(sandbox_type: str) -> type:
     if sandbox_type == "docker":
         from app.backends.docker.backend import DockerBackend  # the docker SDK only when needed
 

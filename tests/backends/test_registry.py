@@ -56,3 +56,40 @@ def test_a_remote_engine_cannot_have_its_egress_enforced_from_here():
 
     assert not backend.capabilities.egress_rules
     assert DockerBackend.capabilities.egress_rules == egress.host_supports()
+
+
+FIRST_USE = """
+import threading
+from app.backends import registry
+errors, start = [], threading.Barrier(6)
+def use(kind):
+    start.wait()
+    try:
+        registry.capabilities_for(kind)
+    except Exception as exc:
+        errors.append(repr(exc))
+threads = [threading.Thread(target=use, args=(k,)) for k in ("e2b", "cube", "docker") * 2]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print(errors[0] if errors else "ok")
+"""
+
+
+def test_first_uses_of_every_backend_at_once_do_not_deadlock_the_import():
+    """The E2B and Cube modules import the SDK's circular package: two request threads
+    that first needed them at once (the editor's template-status poll beside another
+    request) got `_DeadlockError` from the import system, a 500 on the page. Fresh
+    interpreters, since only a first import can race."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": root}
+    # One at a time: about half the runs deadlocked before the fix (run side by side,
+    # the processes slow each other down and the race is rarer).
+    outputs = [subprocess.run([sys.executable, "-c", FIRST_USE], cwd=root, env=env,
+                              capture_output=True, text=True, timeout=120).stdout.strip()
+               for _ in range(4)]
+    assert outputs == ["ok"] * 4, outputs
