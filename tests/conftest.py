@@ -40,6 +40,10 @@ settings.load_profile("sandlot")
 # `tests.snapshot_guard`: the run fails if a snapshot image of its configs outlives it.
 pytest_plugins = ["tests.docker_engine", "tests.snapshot_guard"]
 
+# No lookup leaves this machine (the sandboxes' resolver and "explain this destination"
+# forward names to this upstream): a closed local port unless a test names its own.
+os.environ.setdefault("SANDBOX_DNS_UPSTREAM", "127.0.0.1:9")
+
 CSRF_META = re.compile(r'<meta name="csrf-token" content="([^"]+)"')
 # How long cleanup waits for a test's jobs and requests before it names them and fails.
 SETTLE_SECONDS = float(os.environ.get("SANDLOT_TEST_SETTLE_SECONDS", "120"))

@@ -18,7 +18,7 @@ from app.security import config_secrets
 from app.services import config_removal
 from app.services.sandboxes import configs as service
 from app.services.sandboxes import document as sandbox_doc
-from app.services.sandboxes import lists
+from app.services.sandboxes import explain, lists
 from app.services.sandboxes import templates as sandbox_templates
 from app.tenancy import current_tenant, get_or_404, principal
 
@@ -90,6 +90,42 @@ class TemplatesOut(Out):
                                "once the templates are built")
 
 
+class ExplainIn(Strict):
+    host: str = Field(max_length=260, description="A host name or an IPv4 address")
+    port: int | None = Field(default=None, description="1-65535; echoed, no rule names ports")
+
+
+class ExplainUnsavedIn(ExplainIn):
+    config: dict[str, Any] = Field(description="The config as the editor holds it; its "
+                                   "network policy is validated as a save would")
+
+
+class AddressVerdictOut(Out):
+    address: str | None = Field(description="The address; null for a special-use one "
+                                            "(private, loopback...), whose range is given")
+    range: str | None = Field(description="The special-use range the address is in, if any")
+    verdict: str
+    rule: str
+    reason: str
+
+
+class ExplainOut(Out):
+    host: str
+    port: int | None
+    backend: str
+    verdict: str = Field(description="allowed, denied, or unresolved (no rule names the "
+                                     "host and it has no address now)")
+    rule: str = Field(description="The deciding rule: `allow_out[2] *.example.org`, "
+                                  "`deny_out[0] 10.0.0.0/8`, `default deny`, `default allow`, "
+                                  "`built-in: <range>`, `cube_rules[1] <name>`, "
+                                  "`docker.network_mode none`")
+    reason: str
+    addresses: list[AddressVerdictOut] = Field(
+        description="The IPv4 addresses the name has now, each with its own verdict")
+    resolution: str | None = Field(description="Why there are no addresses, if there are none")
+    note: str | None = Field(description="Where the provider enforces differently")
+
+
 def config_out(row: SandboxConfig) -> dict[str, Any]:
     shown = sandbox_doc.masked(row.config)
     return project(SandboxConfigOut, {
@@ -139,6 +175,27 @@ def query_templates():
     if job is None:
         return ok(project(TemplatesOut, result))
     return ok(project(TemplatesOut, {**result, "job": project(JobOut, job)}), 202)
+
+
+@bp.post("/sandbox-configs/network/explain")
+@guard(Role.admin, api_key=FULL_ACCESS)
+@doc("Would this policy allow a host? The verdict and deciding rule for an unsaved config "
+     "(the policy editor's question), with the addresses the name has now",
+     request=ExplainUnsavedIn, response=ExplainOut, errors=(400,))
+def explain_unsaved_destination():
+    body = parse_body(ExplainUnsavedIn)
+    return ok(project(ExplainOut, explain.explain_unsaved(body.config, body.host, body.port)))
+
+
+@bp.post("/sandbox-configs/<uuid:config_id>/network/explain")
+@guard(Role.viewer, api_key=FULL_ACCESS)
+@doc("Would this config's sandboxes reach a host? The verdict and the deciding rule, with "
+     "the addresses the name has now", request=ExplainIn, response=ExplainOut,
+     errors=(400, 404))
+def explain_destination(config_id):
+    row = get_or_404(SandboxConfig, str(config_id), "sandbox config")
+    body = parse_body(ExplainIn)
+    return ok(project(ExplainOut, explain.explain(row.config, body.host, body.port)))
 
 
 @bp.post("/sandbox-configs")

@@ -90,6 +90,13 @@
     }
   });
 
+  // Enter in a field that asks a question (data-enter-stays) must not save the form.
+  document.addEventListener("keydown", function (event) {
+    if (event.key === "Enter" && event.target.closest && event.target.closest("[data-enter-stays]")) {
+      event.preventDefault();
+    }
+  });
+
   // A refused save puts its summary above the form: bring it into view.
   document.addEventListener("htmx:afterSwap", function (event) {
     var target = event.detail.target;

@@ -165,7 +165,9 @@ SECRET_ROUTES = (
 # Routes that read a config document but send nothing anywhere (they only render or
 # validate with URLs unresolved), and creation, which has no stored secret to keep.
 SENDS_NOTHING = {"web.sandbox_form_backend", "web.sandbox_form_validate",
-                 "web.create_sandbox", "api.create_sandbox_config"}
+                 "web.create_sandbox", "api.create_sandbox_config",
+                 # explain reads only the policy, and asks the deployment's DNS upstream
+                 "web.sandbox_form_explain", "api.explain_unsaved_destination"}
 
 
 def takes_a_config(app: Flask, route: Route) -> bool:

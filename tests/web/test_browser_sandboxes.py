@@ -109,3 +109,38 @@ def test_admin_turns_scripts_off_and_force_deletes_an_unverifiable_config(tab, w
     tab.get_by_text("Deleted “Old engine”.").wait_for()
     assert tab.locator(".sandbox-card", has_text="Old engine").count() == 0
     assert tab.locator(".drawer").count() == 0
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_editor_answers_would_this_be_allowed_as_you_type(tab, workspace, width):
+    """Issue 24 item 4: the verdict and deciding rule for a host, from the policy the form
+    holds now (an edit not saved yet included), with no console error after the swaps."""
+    errors: list[str] = []
+    tab.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    tab.set_viewport_size({"width": width, "height": 900})
+    sign_in(tab, workspace.admin.email)
+    tab.goto("/sandboxes")
+    tab.locator(".sandbox-card", has_text="E2B production").get_by_role("link").first.click()
+    drawer = tab.locator(".drawer")
+    ask = drawer.get_by_label("Host or IPv4 address")
+    ask.fill("api.github.com")
+    answer = drawer.locator("#explain-result")
+    answer.get_by_text("api.github.com matches *.github.com in allow_out.").wait_for()
+    assert "allow_out[2] *.github.com" in answer.inner_text()
+    ask.press("Enter")  # asks; never saves the config
+    ask.fill("github.com")
+    answer.get_by_text("Denied").wait_for()
+    assert "default deny" in answer.inner_text()
+    # the unsaved policy answers: turn deny-by-default off and the apex is open
+    drawer.get_by_label("Deny egress by default").uncheck()
+    answer.get_by_text("Fix the network policy first").wait_for()  # domains need deny-all
+    drawer.get_by_label("Deny egress by default").check()
+    answer.get_by_text("Denied").wait_for()
+    ask.fill("api.github.com")
+    answer.get_by_text("Allowed").wait_for()
+    answer.scroll_into_view_if_needed()
+    tab.mouse.move(0, 0)
+    shot(tab, f"sandbox-explain-{width}.png")
+    assert tab.locator(".drawer").count() == 1 and not errors, errors
+    width_used = tab.evaluate("document.documentElement.scrollWidth")
+    assert width_used <= width, width_used

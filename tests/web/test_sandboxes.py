@@ -546,3 +546,29 @@ def test_changing_the_api_url_asks_for_every_stored_secret_again(two_tenants, lo
     saved = post_form(client, f"/sandboxes/{row.id}/edit?force=1", typed, htmx=True)
     assert saved.status_code == 200, text(saved)
     assert stored(row)["e2b"]["api_key"] == "new-key"
+
+
+def test_would_this_be_allowed_answers_from_the_form(two_tenants, login_as):
+    """Issue 24 item 4 in the editor: the unsaved form's policy decides."""
+    a, _ = two_tenants
+    client = login_as(a.admin, a.tenant)
+    form = {**DOCKER_FORM, "network.deny_egress_by_default": "y",
+            "network.allow_out[0]": "*.pypi.org"}
+    allowed = text(post_form(client, "/sandboxes/editor/explain",
+                             {**form, "explain_host": "files.pypi.org"}, htmx=True))
+    assert "status-allowed" in allowed and "allow_out[0] *.pypi.org" in allowed
+    denied = text(post_form(client, "/sandboxes/editor/explain",
+                            {**form, "explain_host": "pypi.org"}, htmx=True))
+    assert "status-denied" in denied and "default deny" in denied
+    bad = text(post_form(client, "/sandboxes/editor/explain",
+                         {**form, "explain_host": "bad host"}, htmx=True))
+    assert "must not contain spaces" in bad
+    broken = text(post_form(client, "/sandboxes/editor/explain", {
+        **DOCKER_FORM, "network.allow_out[0]": "pypi.org", "explain_host": "pypi.org"},
+        htmx=True))
+    assert "Fix the network policy first" in broken
+    # an empty question, an empty answer
+    assert text(post_form(client, "/sandboxes/editor/explain", form, htmx=True)).strip() == ""
+    viewer = login_as(a.viewer, a.tenant)
+    assert post_form(viewer, "/sandboxes/editor/explain", {**form, "explain_host": "pypi.org"},
+                     htmx=True).status_code == 403

@@ -23,6 +23,7 @@ from app.services.sandboxes import (
 )
 from app.services.sandboxes import (
     endpoints,
+    explain,
     incidents,
 )
 from app.services.sandboxes import (
@@ -232,3 +233,24 @@ def sandbox_form_templates():
     return render_template("sandboxes/_templates.html", templates=templates, error=error,
                            current=current, kind=kind,
                            field=f"{kind}.{TEMPLATE_FIELD[kind]}")
+
+
+@bp.post("/sandboxes/editor/explain")
+@guard(Role.admin)
+def sandbox_form_explain():
+    """"Would this be allowed?": the verdict for the host typed, under the policy the form
+    holds now (saved or not), as `POST /sandbox-configs/network/explain` answers it."""
+    host = request.form.get("explain_host", "").strip()
+    if not host:
+        return render_template("sandboxes/_explain.html", answer=None, error=None)
+    ed = Editor.parse(request.form)
+    answer, error = None, None
+    try:
+        if ed.problems:
+            raise ValidationFailed(ed.problems)
+        answer = explain.explain_unsaved(ed.document(), host)
+    except ValidationFailed as err:
+        own = [e["message"] for e in err.errors if e["field"] == "host"]
+        error = own[0] if own else "Fix the network policy first: it has problems to fix " \
+                                   "before saving."
+    return render_template("sandboxes/_explain.html", answer=answer, error=error)
