@@ -83,10 +83,14 @@
       var input = document.getElementById(pick.getAttribute("data-for"));
       input.value = pick.getAttribute("data-pick");
       input.dispatchEvent(new Event("input", { bubbles: true }));
-      pick.closest("ul").querySelectorAll("[data-pick]").forEach(function (other) {
-        other.setAttribute("aria-pressed", String(other === pick));
-        other.classList.toggle("is-current", other === pick);
-      });
+      // A catalog list marks the one picked; a lone "Use it" (a build's result) has no list.
+      var group = pick.closest("ul");
+      if (group) {
+        group.querySelectorAll("[data-pick]").forEach(function (other) {
+          other.setAttribute("aria-pressed", String(other === pick));
+          other.classList.toggle("is-current", other === pick);
+        });
+      }
     }
   });
 

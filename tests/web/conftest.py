@@ -18,6 +18,50 @@ def pytest_configure(config) -> None:
     config.addinivalue_line(
         "markers", "browser: drives the UI in headless Chromium against the live server",
     )
+    config.addinivalue_line(
+        "markers", "console_errors(*fragments): console errors this test provokes on purpose "
+                   "(each must contain one of the fragments); any other fails it",
+    )
+
+
+# What the pages of the current test logged as errors: console.error (htmx logs every
+# failed request and swap there), CSP violations and uncaught exceptions, from every tab
+# of every context, on page load and after each htmx swap alike.
+CONSOLE_ERRORS: list[str] = []
+
+
+class _Guarded:
+    """The browser, with every new context's errors recorded in CONSOLE_ERRORS."""
+
+    def __init__(self, browser):
+        self._browser = browser
+
+    def new_context(self, **kwargs):
+        context = self._browser.new_context(**kwargs)
+        context.on("console", lambda message: CONSOLE_ERRORS.append(
+            f"{message.text} (at {message.page.url if message.page else '?'})")
+            if message.type == "error" else None)
+        context.on("weberror", lambda error: CONSOLE_ERRORS.append(f"uncaught: {error.error}"))
+        return context
+
+    def __getattr__(self, name):
+        return getattr(self._browser, name)
+
+
+@pytest.fixture(autouse=True)
+def console_guard(request):
+    """Fails a browser test whose pages logged an error it did not expect."""
+    CONSOLE_ERRORS.clear()
+    yield
+    if "chromium" not in request.fixturenames:
+        return
+    marker = request.node.get_closest_marker("console_errors")
+    expected = marker.args if marker else ()
+    unexpected = [e for e in CONSOLE_ERRORS if not any(f in e for f in expected)]
+    CONSOLE_ERRORS.clear()
+    if unexpected:
+        pytest.fail("the pages logged errors:\n  " + "\n  ".join(unexpected[:20]),
+                    pytrace=False)
 
 
 @pytest.fixture(scope="session")
@@ -32,7 +76,7 @@ def chromium() -> Iterator[object]:
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        yield browser
+        yield _Guarded(browser)
         browser.close()
 
 

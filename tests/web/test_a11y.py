@@ -158,6 +158,7 @@ def assert_walks_home_and_activity(visits: list[Visit]) -> None:
     assert {"/", "/activity"} <= paths, sorted(paths)
 
 
+@pytest.mark.console_errors("status of 404")  # the not-found page is walked too
 def test_every_page_passes_axe_and_fits_a_phone(app, login_as, world, chromium, live_server):
     visits = page_visits(app, login_as, world)
     assert len(visits) >= 15, [v.path for v in visits]
@@ -167,6 +168,7 @@ def test_every_page_passes_axe_and_fits_a_phone(app, login_as, world, chromium, 
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.console_errors("status of 404")  # the not-found page is walked too
 @pytest.mark.parametrize("role", [Role.admin, Role.contributor])
 def test_an_admins_and_a_contributors_pages_pass_axe_on_phone_and_desktop(
         app, login_as, world, chromium, live_server, role):
@@ -183,6 +185,7 @@ def test_an_admins_and_a_contributors_pages_pass_axe_on_phone_and_desktop(
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.console_errors("status of 404")  # the not-found page is walked too
 def test_a_viewers_pages_pass_axe_and_fit_a_phone(app, login_as, world, chromium, live_server):
     """A viewer sees other pages (no admin controls, no settings): walked once on a phone."""
     visits = [v for v in page_visits(app, login_as, world, world.viewer) if not v.anonymous]

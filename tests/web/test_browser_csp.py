@@ -66,6 +66,7 @@ def web_pages(app, world: factories.TenantUsers) -> list[str]:
     return paths
 
 
+@pytest.mark.console_errors("status of 404")  # the walk asks for rows it cannot see
 def test_no_page_reports_a_csp_violation(app, watched):
     page, console = watched
     world = factories.populate("Acme Research")
@@ -139,6 +140,7 @@ def test_ctrl_enter_runs_a_playground_command_without_eval(watched, docker_works
     assert not violations(page, console)
 
 
+@pytest.mark.console_errors("status of 401", "status of 429")  # refused on purpose
 @pytest.mark.parametrize("width,height,name", [(1440, 900, "login-rate-limited.png"),
                                                (390, 844, "login-rate-limited-mobile.png")])
 def test_the_rate_limited_sign_in_page(app, chromium, live_server, width, height, name):

@@ -79,6 +79,7 @@ def answer_of(page) -> str:
     return re.sub(r"\S+@\S+|http\S+", "*", box)
 
 
+@pytest.mark.console_errors("status of 401", "status of 410")  # refused on purpose
 def test_two_workspaces_cannot_take_over_an_account(browse, worlds):
     orbit, harbor = worlds
     admin_a = browse()

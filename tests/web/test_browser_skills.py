@@ -162,6 +162,7 @@ def test_admin_uploads_a_zip_installs_it_and_browses_its_files(tab, workspace, t
     shot(tab, "skill-files.png")
 
 
+@pytest.mark.console_errors("status of 400", "Error Code 400")  # forms refused on purpose
 def test_the_catalog_shows_each_install_status(tab, workspace, app, monkeypatch):
     """Statuses are set on the rows directly, to show the whole palette at once (six
     installs are accepted at once, past the default of three running per workspace)."""
