@@ -94,6 +94,24 @@
     }
   });
 
+  // Toasts sit below an open drawer's header on narrow screens (app.css): it tells them
+  // how tall that header is now (CSSOM, which the CSP allows; no style attribute).
+  var watchedHead = null;
+  var headObserver = "ResizeObserver" in window ? new ResizeObserver(function () {
+    if (watchedHead) {
+      document.documentElement.style.setProperty("--drawer-head", watchedHead.getBoundingClientRect().bottom + "px");
+    }
+  }) : null;
+  function watchDrawerHead() {
+    var head = document.querySelector(".drawer .drawer-head");
+    if (!headObserver || head === watchedHead) return;
+    if (watchedHead) headObserver.unobserve(watchedHead);
+    watchedHead = head;
+    if (head) headObserver.observe(head);
+  }
+  document.addEventListener("htmx:afterSettle", watchDrawerHead);
+  document.addEventListener("DOMContentLoaded", watchDrawerHead);
+
   // Enter in a field that asks a question (data-enter-stays) must not save the form.
   document.addEventListener("keydown", function (event) {
     if (event.key === "Enter" && event.target.closest && event.target.closest("[data-enter-stays]")) {
@@ -101,9 +119,15 @@
     }
   });
 
-  // A refused save puts its summary above the form: bring it into view.
+  // A refused save puts its summary above the form: bring it into view. A question
+  // swapped in (data-confirm-here) is brought into view and focused, not its button.
   document.addEventListener("htmx:afterSwap", function (event) {
     var target = event.detail.target;
+    var question = target && target.querySelector && target.querySelector("[data-confirm-here]");
+    if (question) {
+      question.scrollIntoView({ block: "center" });
+      question.focus({ preventScroll: true });
+    }
     if (target && target.id === "editor-alert" && target.firstElementChild) {
       target.scrollIntoView({ block: "nearest" });
     }

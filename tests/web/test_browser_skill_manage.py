@@ -131,13 +131,36 @@ def test_admin_watches_an_install_to_done_then_manages_and_uninstalls(tab, works
 
     drawer.get_by_role("button", name="Disable").click()
     tab.locator(".flash-text", has_text="is disabled.").wait_for()
+    # Issue 27 item 9: the toast hides neither the drawer's header nor its status badge.
+    for width in (1440, 390):
+        tab.set_viewport_size({"width": width, "height": 900 if width > 400 else 844})
+        assert not tab.evaluate("""() => {
+            const a = document.querySelector('.flash').getBoundingClientRect();
+            const b = document.querySelector('#manage-drawer .drawer-head').getBoundingClientRect();
+            return a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+        }"""), width
+    tab.set_viewport_size({"width": 1440, "height": 900})
     drawer.get_by_role("button", name="Enable").click()
     tab.locator(".flash-text", has_text="is enabled.").wait_for()
 
+    # Issue 27 items 3 and 5: the question, in view and focused, says what goes with it;
+    # the removal offers nothing to edit, and its end is a plain Uninstalled drawer.
     drawer.get_by_role("link", name="Uninstall…").click()
+    question = drawer.locator(".confirm-box")
+    question.get_by_text("Deleted with it: the workspace value of REPORT_TOKEN.").wait_for()
+    assert tab.evaluate("document.activeElement.classList.contains('confirm-box')")
+    assert question.evaluate("el => { const r = el.getBoundingClientRect();"
+                             " return r.top >= 0 && r.bottom <= window.innerHeight; }")
+    tab.wait_for_timeout(300)  # the drawer's slide-in, for the screenshot
+    _both_sizes(tab, "skill-manage-uninstall-confirm")
     drawer.get_by_role("button", name="Yes, uninstall").click()
     tab.locator(".flash-text", has_text="Uninstall started.").wait_for()
-    drawer.get_by_text("Uninstalled.").wait_for(timeout=90_000)
+    assert drawer.get_by_label("Value for REPORT_TOKEN").count() == 0
+    gone = tab.locator(".drawer", has_text="Uninstalled")
+    gone.get_by_text("no longer installed on that config").wait_for(timeout=90_000)
+    assert gone.locator("h2").inner_text() == "Uninstalled"
+    assert tab.locator("#manage-drawer").count() == 0  # nothing of the old drawer stays
+    _both_sizes(tab, "skill-manage-uninstalled")
     tab.goto("/skills")
     assert tab.locator(".skill-card", has_text="report-tools").locator(".chip").count() == 0
     assert re.search(r"No sandbox yet", tab.content())

@@ -48,7 +48,7 @@ def test_the_drawer_shows_progress_stages_and_a_readable_transcript(two_tenants,
     assert "<details><summary>Output · 3 lines: [exit code 0]" in html  # collapsed
     assert '<li class="t-note">no tests found</li>' in html
     assert 'hx-trigger="every 1s"' in html  # live while installing
-    assert "Stop install" in html and "Guidance" in html and "Unavailable" in html
+    assert "Stop install" in html and "Guidance" not in html  # none applies (issue 27 item 10)
     live = admin.get(f"/skills/installs/{row.id}/live")
     assert live.status_code == 200
     EventLog(row.tenant_id, row.id, row.install_message_id).failed("pip exited with 1")
@@ -157,18 +157,33 @@ def test_disable_enable_and_stop_answer_with_the_drawer_and_a_message(two_tenant
 
 
 def test_uninstall_asks_first_then_shows_its_own_progress_to_removed(two_tenants, login_as):
+    """Issue 27 item 3: the question says which values go with the skill; while it is
+    removed the drawer offers nothing to edit, and at the end it is a plain Uninstalled
+    drawer (it kept its variables, a Removing badge and an empty Actions heading)."""
+    from app.services.personal import values as personal
+    from app.services.personal.values import Who
+
     a, _ = two_tenants
     row = _installing(a.tenant)
     row.status = InstallStatus.ready
+    row.env_values = {"API_TOKEN": SECRET}
+    db.session.commit()
+    personal.set_skill_value(Who.user(a.tenant, a.contributor), row.id, "API_TOKEN", "mine")
     db.session.commit()
     admin = login_as(a.admin, a.tenant)
     base = f"/skills/installs/{row.id}"
     first = admin.get(base, headers={"HX-Request": "true"}).get_data(as_text=True)
     assert "Uninstall…" in first and "Yes, uninstall" not in first
+    assert "Guidance" not in first  # the fixed installer takes none: nothing to show
     confirm = admin.get(f"{base}?confirm=uninstall", headers={"HX-Request": "true"})
-    assert "Yes, uninstall" in confirm.get_data(as_text=True)
+    asked = confirm.get_data(as_text=True)
+    assert "Yes, uninstall" in asked
+    assert "Deleted with it: the workspace value of <code>API_TOKEN</code> and the personal " \
+        "values of 1 member." in asked, asked
     started = _post(admin, f"{base}/uninstall").get_data(as_text=True)
     assert "Uninstall started." in started
+    assert 'name="value"' not in started and "Workspace variables" not in started
+    assert "<h3 class=\"drawer-section\">Actions</h3>" not in started  # nothing to do now
     deadline = time.monotonic() + 30  # the removal job (in-process) deletes the row
     while time.monotonic() < deadline:
         live = admin.get(f"{base}/live")
@@ -176,7 +191,10 @@ def test_uninstall_asks_first_then_shows_its_own_progress_to_removed(two_tenants
             break
         assert "Files removed" in live.get_data(as_text=True)  # the removal's stage list
         time.sleep(0.2)
-    assert live.status_code == 286 and "Uninstalled" in live.get_data(as_text=True)
+    done = live.get_data(as_text=True)
+    assert live.status_code == 286 and '<h2 id="drawer-title">Uninstalled</h2>' in done
+    assert live.headers.get("HX-Retarget") == "#drawer-slot"  # the whole drawer, not a part
+    assert "Removing" not in done and 'name="value"' not in done
     db.session.remove()
     assert db.session.get(InstalledSkill, row.id).deleted_at is not None
     assert EventKind.progress  # the removal wrote its own events

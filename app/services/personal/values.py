@@ -166,6 +166,14 @@ def _delete(who: Who, config_id: str, skill_id: str, name: str) -> None:
 
 # -- cascades (decisions 9) ---------------------------------------------------------------
 
+def members_with_values(skill_id: str) -> int:
+    """How many members (or keys) keep personal values for an installed skill: what an
+    uninstall deletes with it, told before it is confirmed."""
+    holders = select(PersonalEnvVar.principal_type, PersonalEnvVar.principal_id).where(
+        PersonalEnvVar.skill_id == skill_id).distinct().subquery()
+    return int(db.session.scalar(select(func.count()).select_from(holders)) or 0)
+
+
 def forget_skill(skill_id: str) -> None:
     """Delete every member's values scoped to an installed skill that is going away."""
     db.session.execute(delete(PersonalEnvVar).where(PersonalEnvVar.skill_id == skill_id))

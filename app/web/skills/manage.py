@@ -17,6 +17,7 @@ from app.auth.guards import guard
 from app.errors import AppError, BadRequest, NotFound
 from app.extensions import db, htmx
 from app.models import InstalledSkill, Role, SandboxConfig
+from app.services.personal import values as personal_values
 from app.services.skills import installed as service
 from app.services.skills.installs import stream
 from app.tenancy import current_tenant, principal
@@ -57,7 +58,8 @@ def chip_view(row: InstalledSkill, config: SandboxConfig | None = None) -> dict[
 def _context(row: InstalledSkill, confirm: bool = False) -> dict[str, Any]:
     config = db.session.get(SandboxConfig, row.sandbox_config_id)
     notes, events = stream.reinstall_notes(stream.transcript_of(row.tenant_id, row))
-    return {"row": row, "view": service.view(row), "config": config,
+    holders = personal_values.members_with_values(row.id) if confirm else 0
+    return {"row": row, "view": service.view(row), "config": config, "holders": holders,
             "live": stream.current(row.tenant_id, row), "notes": notes,
             "events": events, "labels": LABELS,
             "kinds": KIND_LABELS, "confirm": confirm, "notes_max": service.NOTES_MAX}
@@ -96,8 +98,9 @@ def manage_install(skill_id):
 @guard(Role.admin)
 def manage_install_live(skill_id):
     row = _row(skill_id, allow_gone=True)
-    if row is None:
-        return render_template("skills/_manage_gone.html", live_only=True), STOP_POLLING
+    if row is None:  # removed: the whole drawer says so (nothing of the skill is left)
+        return render_template("skills/_manage_gone.html"), STOP_POLLING, {
+            "HX-Retarget": "#drawer-slot", "HX-Reswap": "innerHTML"}
     if row.status in stream.IN_FLIGHT:
         return render_template("skills/_manage_live.html", **_context(row))
     # The verdict: the whole drawer again, since its actions and the declared variables
