@@ -157,6 +157,9 @@
     document.title = titleOf(dialog);
     if (!dialog.hasAttribute("tabindex")) dialog.setAttribute("tabindex", "-1");
     if (dialog.contains(document.activeElement)) return;
+    // A drawer to read and act in (data-focus="dialog": Manage) takes focus itself, so
+    // no field of it (a note, a secret) is typed into by the first key pressed.
+    if (dialog.getAttribute("data-focus") === "dialog") { dialog.focus(); return; }
     var first = dialog.querySelector(".drawer-body input:not([type=hidden]):not([disabled]), .drawer-body select, .drawer-body textarea");
     (first && visible(first) ? first : (focusables(dialog)[0] || dialog)).focus();
   }

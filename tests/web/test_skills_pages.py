@@ -124,7 +124,8 @@ def test_an_admin_sees_add_install_files_and_delete(world, login_as):
                    f"/skills/{entry.id}/files", f"/skills/{entry.id}/delete"):
         assert action in body
     assert 'hx-confirm="Delete “demo-skill” from the catalog?' in body
-    assert "No sandbox yet." in body and "disabled" not in body.split(entry.id, 1)[1][:3000]
+    assert "Not installed on any sandbox config yet." in body
+    assert "disabled" not in body.split(entry.id, 1)[1][:3000]
 
 
 def test_chips_show_every_status_with_its_colour(world, login_as, app, monkeypatch):
@@ -220,6 +221,8 @@ def test_an_uploaded_zip_becomes_a_card(world, login_as, bundle_dir):
     drawer = text(client.get("/skills/new", headers={"HX-Request": "true"}))
     assert 'hx-encoding="multipart/form-data"' in drawer and "<progress" in drawer
     assert "@owner/slug" in drawer and "skills-sh:owner/repo/slug" in drawer
+    # issue 27 item 10: the help asked for a version the upload never needs
+    assert "a <code>version</code> such as 1.2.0 is optional" in drawer
 
     response = upload(client, make_zip(skill_files("csv-helper", "0.3.1")))
     assert response.status_code == 200, text(response)
