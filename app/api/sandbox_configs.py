@@ -116,7 +116,7 @@ class ExplainOut(Out):
     verdict: str = Field(description="allowed, denied, or unresolved (no rule names the "
                                      "host and it has no address now)")
     rule: str = Field(description="The deciding rule: `allow_out[2] *.example.org`, "
-                                  "`deny_out[0] 10.0.0.0/8`, `default deny`, `default allow`, "
+                                  "`deny_out[0] 203.0.113.0/24`, `default deny`, `default allow`, "
                                   "`built-in: <range>`, `cube_rules[1] <name>`, "
                                   "`docker.network_mode none`")
     reason: str
