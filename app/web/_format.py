@@ -115,6 +115,8 @@ _SENTENCES = {
     "installed_skill.updated": "changed the settings of installed skill “{name}”",
     "installed_skill.stopped": "stopped the install of skill “{name}”",
     "installed_skill.uninstalled": "uninstalled skill “{name}”",
+    "installed_skill.installed": "Skill “{name}” finished installing on “{config}”",
+    "installed_skill.install_failed": "The install of skill “{name}” on “{config}” failed",
     # Not a member's act: the sentence stands alone (see `sentence`).
     "sandbox_config.provider_failed": "A member met a provider failure while {during} "
                                       "(reference {reference})",
@@ -123,9 +125,26 @@ _SENTENCES = {
 }
 
 
+def _skill_settings(data: dict) -> str | None:
+    """installed_skill.updated in words: turned on or off, which variables were set."""
+    changed, name = data.get("changed") or [], data.get("name", "")
+    parts = []
+    if "enabled" in changed:
+        parts.append(f"{'enabled' if data.get('enabled') else 'disabled'} skill “{name}”")
+    if "envs" in changed:
+        names = ", ".join(data.get("env_names") or []) or "none"
+        parts.append(f"changed the workspace values ({names})"
+                     + ("" if parts else f" of skill “{name}”"))
+    return " and ".join(parts) or None
+
+
 @bp.app_template_filter("describe")
 def describe_event(event: AuditEvent) -> str:
     """What happened, as a short sentence; unknown actions fall back to their code."""
+    if event.action == "installed_skill.updated":
+        worded = _skill_settings(event.data or {})
+        if worded:
+            return worded
     template = _SENTENCES.get(event.action)
     if template:
         try:

@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy import select
 
 from app.extensions import db
-from app.models import SandboxConfig, SkillInstallEvent, SkillSnapshot
+from app.models import AuditEvent, SandboxConfig, SkillInstallEvent, SkillSnapshot
 from tests.backends.conftest import BASE_IMAGE
 from tests.installs.conftest import (
     docker_config,
@@ -47,6 +47,10 @@ def test_install_sh_skill_is_built_into_the_image_and_a_new_session_runs_it(worl
 
     row = wait_for(skill_id)
     assert row.status == "ready", row.error
+    finished = db.session.scalars(select(AuditEvent).where(
+        AuditEvent.action == "installed_skill.installed")).all()
+    assert [(e.object_id, e.actor_label, e.data["name"]) for e in finished] == [
+        (skill_id, "installer", "greeter")]  # issue 27 item 10: the end is in the activity
     view = admin.get(f"/api/v1/sandbox-configs/{config['id']}/skills/{skill_id}").json["data"]
     assert view["status"] == "ready" and view["installed_snapshot_id"]
     # Only a name that occurs in the bundle and is not reserved is kept (reference 7.4).

@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy import select
 
 from app.extensions import db
-from app.models import SandboxConfig, SkillInstallEvent, SkillSnapshot
+from app.models import AuditEvent, SandboxConfig, SkillInstallEvent, SkillSnapshot
 from tests.installs.conftest import (
     docker_config,
     install_zip,
@@ -53,6 +53,9 @@ def test_a_bad_install_ends_failed_cleanly(world, app, monkeypatch, script, expe
         SkillInstallEvent.skill_id == skill_id).order_by(SkillInstallEvent.id.desc())).first()
     assert (last.stage, last.percent, last.status, last.message) == (
         "failed", 100, "failed", expected)
+    assert db.session.scalars(select(AuditEvent.action).where(
+        AuditEvent.object_id == skill_id).order_by(AuditEvent.id)).all()[-1] == \
+        "installed_skill.install_failed"
 
 
 def test_a_failed_upgrade_keeps_the_previous_build_serving(world):

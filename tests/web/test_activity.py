@@ -78,3 +78,29 @@ def test_the_sidebar_links_to_activity_for_every_member(two_tenants, login_as):
     assert link, "the Activity item is in the sidebar and marked as the current page"
     dashboard = login_as(a.viewer, a.tenant).get("/").get_data(as_text=True)
     assert re.search(r'<a class="nav-item" href="/activity"', dashboard)
+
+
+def test_a_skills_settings_and_its_installs_end_read_as_what_happened():
+    """Issue 27 item 10: disabling, enabling and setting a value all read "changed the
+    settings", and an install's end had no entry at all."""
+    from app.models import AuditEvent
+    from app.web._format import describe_event, event_sentence
+
+    def said(action, data, actor="ada@example.com"):
+        event = AuditEvent(action=action, data=data, actor_label=actor, object_type="x")
+        return describe_event(event), event_sentence(event)
+
+    updated = "installed_skill.updated"
+    assert said(updated, {"name": "pdf", "changed": ["enabled"], "enabled": False})[0] == \
+        "disabled skill “pdf”"
+    assert said(updated, {"name": "pdf", "changed": ["enabled"], "enabled": True})[0] == \
+        "enabled skill “pdf”"
+    assert said(updated, {"name": "pdf", "changed": ["envs"], "env_names": ["A", "B"]})[0] == \
+        "changed the workspace values (A, B) of skill “pdf”"
+    assert said(updated, {"name": "pdf", "changed": ["enabled", "envs"], "enabled": True,
+                          "env_names": ["A"]})[0] == \
+        "enabled skill “pdf” and changed the workspace values (A)"
+    assert said("installed_skill.installed", {"name": "pdf", "config": "Local"},
+                actor="installer")[1] == "Skill “pdf” finished installing on “Local”."
+    assert said("installed_skill.install_failed", {"name": "pdf", "config": "Local"},
+                actor="installer")[1] == "The install of skill “pdf” on “Local” failed."

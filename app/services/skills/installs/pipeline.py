@@ -73,7 +73,7 @@ class InstallRun(Run):
     def seed(self, files: plan.Files, directory: str) -> None:
         """The bundle into the skill's directory, as one tar (reference 7.2 step 7); owned
         by the sandbox user where its commands run contained."""
-        self.root(plan.reset_script(directory, keep_dir=not self.contained))
+        self.shell(plan.reset_script(directory, keep_dir=not self.contained))
         self.events.emit("seeding", 28, message=f"seeding {len(files.data)} files")
         if self.contained:
             self.backend.extract_tar(self.sandbox_id, plan.SKILLS_ROOT, files.tar(
@@ -94,7 +94,7 @@ class InstallRun(Run):
         """Reference 7.2 step 13: declared files present, packages importable, scripts
         parse; every finding is a non-fatal `verify_note`."""
         listing = json.dumps(sorted(files.data))
-        result = self.root(plan.verify_command(), directory,
+        result = self.shell(plan.verify_command(), directory,
                            timeout=min(self.command_timeout, 120),
                            env={"SANDLOT_VERIFY_FILES": listing}, user=self.user)
         notes = [line for line in result.stdout.splitlines() if line.strip()]
@@ -106,7 +106,7 @@ class InstallRun(Run):
     def finish_tree(self, files: plan.Files, directory: str) -> list[dict[str, Any]] | None:
         """Manifest entry, env declarations (7.4), scratch cleanup (7.2 steps 14-16)."""
         entry = {"version": self.row.version, "bundle_sha256": self.row.bundle_sha256}
-        manifest = self.root(plan.manifest_command(self.name, entry))
+        manifest = self.shell(plan.manifest_command(self.name, entry))
         if manifest.exit_code != 0:
             self.events.note("the manifest could not be updated (python3 missing?)")
         try:
@@ -123,7 +123,7 @@ class InstallRun(Run):
                              "variables and their values are kept: "
                              + ", ".join(e["name"] for e in self.row.envs))
         if not self.contained:  # contained, the scratch is on a disk the image never gets
-            self.root(plan.CLEANUP)
+            self.shell(plan.CLEANUP)
         return envs
 
     def ready(self, snapshot_id: str, envs: list[dict[str, Any]] | None) -> None:
@@ -139,3 +139,4 @@ class InstallRun(Run):
             # Stopped or superseded after the switch: the row says so, and the events must
             # not claim `done`. A later removal still finds this build in the ledger.
             raise Stopped()
+        self.record_outcome("installed_skill.installed")

@@ -76,10 +76,10 @@ class RemovalRun(Run):
 
     def rebuild_without(self, config) -> None:
         self.boot(config, image.boot_template(config.config), 30)
-        self.root(f"rm -rf -- {plan.skill_dir(self.name)}")
+        self.shell(f"rm -rf -- {plan.skill_dir(self.name)}")
         self.events.emit("removed", 60)
-        self.root(plan.manifest_command(self.name, None))
-        self.root(plan.CLEANUP)
+        self.shell(plan.manifest_command(self.name, None))
+        self.shell(plan.CLEANUP)
         self.snapshot(config, SnapshotTrigger.remove)
 
     def forget(self) -> None:

@@ -1,5 +1,5 @@
 """What install and removal runs share: claiming the row, the lock, the maintenance
-sandbox, root commands as transcript events, the snapshot switch, and failure handling.
+sandbox, its commands as transcript events, the snapshot switch, and failure handling.
 
 A run owns its row only while the row names it (`install_message_id` = the run id and
 the row's `job_id` = its job): every write the run makes is conditional on that, so a
@@ -30,7 +30,7 @@ from app.models import (
     Tenant,
 )
 from app.models.types import utcnow
-from app.services import job_limits, quotas
+from app.services import audit, job_limits, quotas
 from app.services.sandboxes import document, endpoints, image, incidents
 from app.services.sandboxes.provider import backend_for, labels
 from app.services.skills.installs import plan
@@ -175,10 +175,19 @@ class Run:
         self.release_build()
         status = self.failure_status()
         values = {"status": status, "error": message[:4000], "installing_since": None}
-        if not self.switched:
-            self.update_row(**values)
+        if not self.switched and self.update_row(**values) and \
+                self.status == InstallStatus.installing:
+            self.record_outcome("installed_skill.install_failed")
         self.events.failed(message, status=str(status))
         return {"status": "failed", "error": message}
+
+    def record_outcome(self, action: str) -> None:
+        """The run's end in the activity log: the installer's act, not a member's."""
+        config = db.session.get(SandboxConfig, self.config_id)
+        audit.record(db.session.get(Tenant, self.tenant_id), audit.SystemActor("installer"),
+                     action, "installed_skill", self.skill_id,
+                     {"name": self.name, "config": config.name if config else ""})
+        db.session.commit()
 
     def failure_status(self) -> InstallStatus:
         return InstallStatus.failed
@@ -242,8 +251,10 @@ class Run:
         """Who runs the skill's own code: the sandbox user where contained, else root."""
         return "sandbox" if self.contained else "root"
 
-    def root(self, command: str, cwd: str = "/", timeout: int | None = None,
-             env: dict[str, str] | None = None, user: str = "root"):
+    def shell(self, command: str, cwd: str = "/", timeout: int | None = None,
+              env: dict[str, str] | None = None, user: str = "root"):
+        """One command in the maintenance sandbox, as root unless `user` says otherwise
+        (the skill's own code runs as `self.user`), within what is left of the budget."""
         self.check()
         left = int(self.commands_deadline - time.monotonic())
         if left < 1:
@@ -260,7 +271,7 @@ class Run:
     def step(self, command: str, cwd: str, steps: int, user: str | None = None) -> None:
         """One plan command as transcript events; a failure ends the run (reference 7.2)."""
         self.events.command(command, steps)
-        result = self.root(command, cwd, user=user or self.user)
+        result = self.shell(command, cwd, user=user or self.user)
         self.check()
         output = (result.stdout + (("\n" if result.stdout else "") + result.stderr
                                    if result.stderr else "")).rstrip("\n")
