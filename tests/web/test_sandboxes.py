@@ -128,7 +128,8 @@ def test_the_kill_switch_asks_before_turning_scripts_off_and_toggles(two_tenants
     client = login_as(a.admin, a.tenant)
     page = text(client.get("/sandboxes"))
     assert "hx-confirm=\"Turn scripts off" in page
-    assert "emergency stop: off refuses every command and skill install" in page  # issue 27 item 12: explained
+    # issue 27 item 12: the switch says what it stops
+    assert "emergency stop: off refuses every command and skill install" in page
     response = post_form(client, "/sandboxes/scripts", {"scripts": "off"}, htmx=True)
     body = text(response)
     assert response.status_code == 200 and body.lstrip().startswith('<section id="kill-switch"')
