@@ -18,21 +18,19 @@ order each enforces them:
 from __future__ import annotations
 
 import ipaddress
-import socket
-import struct
 from dataclasses import dataclass
 from typing import Any
 
 from dnslib import QTYPE, DNSError, DNSRecord
 
 from app.backends.base import BackendError
+from app.backends.docker.egress import dns_answer
 from app.backends.docker.egress.settings import EgressSettings
 from app.errors import ValidationFailed
 from app.security import special_ranges
 from app.services.sandboxes import network_policy
 from app.services.sandboxes.targets import Target, TargetError, classify
 
-RESOLVE_TIMEOUT_SEC = 2.0
 ADDRESSES_MAX = 8
 
 
@@ -176,17 +174,13 @@ def _resolve(name: str) -> tuple[list[str], str | None]:
         return [], "no DNS upstream is configured on this deployment"
     host, _, port = upstream.rpartition(":")
     query = DNSRecord.question(name, "A")
+    # The sandboxes' resolver's own forwarder: UDP, TCP when truncated, bounded wait.
+    data = dns_answer.forward(query.pack(), (host, int(port)), query.header.id)
     try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-            sock.settimeout(RESOLVE_TIMEOUT_SEC)
-            sock.connect((host, int(port)))
-            sock.send(query.pack())
-            while True:
-                data = sock.recv(65535)
-                if len(data) >= 12 and struct.unpack("!H", data[:2])[0] == query.header.id:
-                    break
-        answer = DNSRecord.parse(data)
-    except (OSError, DNSError):
+        answer = DNSRecord.parse(data) if data is not None else None
+    except DNSError:
+        answer = None
+    if answer is None:
         return [], "the name could not be looked up now"
     found = [str(rr.rdata) for rr in answer.rr if rr.rtype == QTYPE.A]
     return found[:ADDRESSES_MAX], None if found else "the name has no IPv4 address now"
