@@ -76,6 +76,7 @@ class ResolvedNetworkPolicy:
     deny_out: tuple[str, ...] = ()
     cube_rules: tuple[CubeRule, ...] = ()
     host_rules: tuple[HostRule, ...] = ()
+    name: str = ""  # the config's name, for the messages a denial gives (Docker's gateway)
 
     @property
     def restricted(self) -> bool:

@@ -18,6 +18,7 @@ including special-use ranges it really uses (here the default gateway is 192.0.2
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import os
@@ -37,7 +38,7 @@ import pytest
 
 from app.backends.base import BackendError, ResolvedNetworkPolicy, SandboxInfo
 from app.backends.docker.backend import DockerBackend
-from app.backends.docker.egress import dns, dns_answer, manager, nft
+from app.backends.docker.egress import dns, dns_answer, gateway, manager, nft
 from tests.backends.conftest import (
     BASE_IMAGE,
     RUN_ID,
@@ -53,6 +54,9 @@ from tests.backends.conftest import (
 NETNS, VETH_HOST, VETH_NS = "sandlot-egress-test", "sltw-host", "sltw-ns"
 ROUTE_TABLE = "52113"
 RULE_PREF = "5213"
+# The egress gateway's own upstream connections (from the host) carry this mark and are
+# routed by the same confined table.
+GATEWAY_MARK, MARK_RULE_PREF = "0x5213", "5214"
 POOL = "10.214.0.0/16"  # sandbox subnets in this module
 NET = "192.31.196"  # globally reachable per IANA: the test world's "internet"
 HOST_IP = f"{NET}.1"  # the host's end of the veth
@@ -88,6 +92,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from dnslib import A, CNAME, QTYPE, RCODE, RR, DNSRecord
 
 zone, dns_ip, log_path, port = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+cert, key = sys.argv[5], sys.argv[6]
 
 class Echo(BaseHTTPRequestHandler):
     def do_GET(self):
@@ -118,6 +123,34 @@ def answer(data):
         break
     return reply.pack()
 
+def tls_server():  # TLS on TLS_PORT: "<address reached> <SNI seen>" after the handshake
+    import ssl
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    def remember(tls, name, ctx):
+        tls.sni_seen = name
+    context.sni_callback = remember
+    listener = socket.create_server(("0.0.0.0", TLS_PORT), backlog=64)
+    def one(conn):
+        try:
+            with context.wrap_socket(conn, server_side=True) as tls:
+                tls.sendall(f"{tls.getsockname()[0]} {getattr(tls, 'sni_seen', None)}".encode())
+        except Exception:
+            pass
+    while True:
+        conn, _ = listener.accept()
+        threading.Thread(target=one, args=(conn,), daemon=True).start()
+
+def raw_server():  # speaks first on RAW_PORT: the address reached, then closes
+    listener = socket.create_server(("0.0.0.0", RAW_PORT), backlog=64)
+    while True:
+        conn, _ = listener.accept()
+        with conn:
+            conn.sendall(conn.getsockname()[0].encode())
+
+TLS_PORT, RAW_PORT = 8443, 9000
+threading.Thread(target=tls_server, daemon=True).start()
+threading.Thread(target=raw_server, daemon=True).start()
 udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 udp.bind((dns_ip, 53))
 http = ThreadingHTTPServer(("0.0.0.0", port), Echo)
@@ -155,6 +188,8 @@ def one(target):
                 data += chunk
         except OSError:
             pass
+    if b"X-Sandlot-Egress: denied" in data.split(b"\r\n\r\n", 1)[0]:
+        return data.split(b"\r\n\r\n", 1)[-1].decode().strip()  # the gateway's 403 text
     return ("ok " + data.split(b"\r\n\r\n", 1)[-1].decode()).strip()
 with ThreadPoolExecutor(16) as pool:
     print(json.dumps(dict(zip(sys.argv[2:], pool.map(one, sys.argv[2:])))))
@@ -191,6 +226,7 @@ def require_egress() -> None:
 
 def _teardown_world() -> None:
     sh("ip", "rule", "del", "pref", RULE_PREF, check=False)
+    sh("ip", "rule", "del", "pref", MARK_RULE_PREF, check=False)
     sh("ip", "route", "flush", "table", ROUTE_TABLE, check=False)
     sh("ip", "link", "del", VETH_HOST, check=False)
     sh("ip", "netns", "del", NETNS, check=False)
@@ -211,12 +247,38 @@ class World:
         """Traffic from the test pool can only reach the namespace (or nowhere)."""
         rules = sh("ip", "rule", "list", "pref", RULE_PREF).stdout
         assert f"from {POOL} lookup {ROUTE_TABLE}" in rules, rules
+        marked = sh("ip", "rule", "list", "pref", MARK_RULE_PREF).stdout
+        assert f"fwmark {GATEWAY_MARK} lookup {ROUTE_TABLE}" in marked, marked
         table = sh("ip", "route", "show", "table", ROUTE_TABLE).stdout
         assert "blackhole default" in table, table
         for route in ROUTES:
             assert f"{route.removesuffix('/32')} dev {VETH_HOST}" in table, table
         main = sh("ip", "route", "show", "dev", VETH_HOST).stdout
         assert main.split() == [DNS_IP, "scope", "link"], main  # the host's only route here
+
+
+def _self_signed(folder: Path) -> tuple[Path, Path]:
+    """A throwaway certificate for the test world's TLS server (clients do not verify)."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test world")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(1)
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=1)).sign(key, hashes.SHA256()))
+    cert_path, key_path = folder / "world.crt", folder / "world.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
 
 
 @pytest.fixture(scope="module")
@@ -247,11 +309,14 @@ def world(tmp_path_factory) -> Iterator[World]:
         sh("ip", "route", "add", "throw", POOL, "table", ROUTE_TABLE)
         sh("ip", "route", "add", "blackhole", "default", "table", ROUTE_TABLE)
         sh("ip", "rule", "add", "pref", RULE_PREF, "from", POOL, "lookup", ROUTE_TABLE)
+        sh("ip", "rule", "add", "pref", MARK_RULE_PREF, "fwmark", GATEWAY_MARK, "lookup",
+           ROUTE_TABLE)
         script = tmp / "world.py"
         script.write_text(WORLD)
+        cert, key = _self_signed(tmp)
         process = subprocess.Popen(
             ["ip", "netns", "exec", NETNS, sys.executable, str(script), json.dumps(ZONE),
-             DNS_IP, str(result.dns_log), str(HTTP_PORT)],
+             DNS_IP, str(result.dns_log), str(HTTP_PORT), str(cert), str(key)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         result.processes.append(process)
         line = process.stdout.readline() if process.stdout else ""
@@ -277,6 +342,7 @@ def egress_env(world: World, state_dir: Path) -> Iterator[None]:
         patch.setenv("SANDBOX_EGRESS_STATE_DIR", str(state_dir))
         patch.setenv("SANDBOX_DNS_UPSTREAM", DNS_IP)
         patch.setenv("SANDBOX_EGRESS_SUBNETS", POOL)
+        patch.setenv("SANDBOX_EGRESS_GATEWAY_MARK", GATEWAY_MARK)
         yield
 
 
@@ -290,19 +356,27 @@ def sandboxes(egress_env, state_dir: Path) -> Iterator[Harness]:
         harness.cleanup()
         backend.egress.cleanup_orphans(grace_sec=0, metadata={RUN_LABEL: RUN_ID})
         _stop_resolver(state_dir)
+        _stop_gateway(state_dir)
         backend.close()
 
 
 def _stop_resolver(state_dir: Path) -> None:
-    pid_file = dns.pid_path(state_dir)
+    _stop_daemon(dns.pid_path(state_dir), dns.lock_path(state_dir))
+
+
+def _stop_gateway(state_dir: Path, signal: int = 15) -> None:
+    _stop_daemon(gateway.pid_path(state_dir), gateway.lock_path(state_dir), signal)
+
+
+def _stop_daemon(pid_file: Path, lock: Path, signal: int = 15) -> None:
     if pid_file.exists():
         pid = int(pid_file.read_text())
         try:
-            os.kill(pid, 15)
+            os.kill(pid, signal)
         except ProcessLookupError:
             return
         deadline = time.monotonic() + 10
-        while manager.resolver_running(state_dir) and time.monotonic() < deadline:
+        while manager.holds_lock(lock) and time.monotonic() < deadline:
             time.sleep(0.1)
 
 
@@ -328,6 +402,19 @@ def egress_id(harness: Harness, sandbox: SandboxInfo) -> str:
     return found
 
 
+class _Denied(str):
+    """A probe's result for a connection the gateway refused: its 403 text (which names
+    the rule, checked where it matters) or a reset."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and other.startswith("denied by Sandlot egress policy")
+
+    __hash__ = str.__hash__
+
+
+DENIED = _Denied("denied by Sandlot egress policy")
+
+
 def reached(ip: str) -> str:
     return f"ok {ip}"
 
@@ -350,7 +437,7 @@ def test_open_policy_reaches_public_targets_and_resolves_everything(world, sandb
 def test_deny_out_blocks_only_that_ip(world, sandboxes):
     sandbox = sandboxes.create(network=policy(deny=(B,)))
 
-    assert probe(sandboxes, sandbox, A, B) == {A: reached(A), B: "timeout"}
+    assert probe(sandboxes, sandbox, A, B) == {A: reached(A), B: DENIED}
 
 
 def test_deny_by_default_with_an_allowed_ip(world, sandboxes):
@@ -358,7 +445,7 @@ def test_deny_by_default_with_an_allowed_ip(world, sandboxes):
 
     result = probe(sandboxes, sandbox, A, B, "good.test.example")
 
-    assert result == {A: reached(A), B: "timeout", "good.test.example": "nxdomain"}
+    assert result == {A: reached(A), B: DENIED, "good.test.example": "nxdomain"}
 
 
 def test_allowed_domain_resolves_and_is_reachable_and_nothing_else_is(world, sandboxes):
@@ -367,7 +454,7 @@ def test_allowed_domain_resolves_and_is_reachable_and_nothing_else_is(world, san
     result = probe(sandboxes, sandbox, "good.test.example", "bad.test.example", BAD, B)
 
     assert result == {"good.test.example": reached(GOOD), "bad.test.example": "nxdomain",
-                      BAD: "timeout", B: "timeout"}
+                      BAD: DENIED, B: DENIED}
     assert "good.test.example" in world.queries()
     assert "bad.test.example" not in world.queries()  # refused names never leave
     assert GOOD in nft.learned(egress_id(sandboxes, sandbox))
@@ -379,7 +466,7 @@ def test_wildcard_covers_subdomains_not_the_apex(world, sandboxes):
     result = probe(sandboxes, sandbox, "a.svc.example", "svc.example", SVC_APEX)
 
     assert result == {"a.svc.example": reached(SVC_SUB), "svc.example": "nxdomain",
-                      SVC_APEX: "timeout"}
+                      SVC_APEX: DENIED}
     assert "svc.example" not in world.queries()
 
 
@@ -401,14 +488,14 @@ def test_learned_ip_expires_with_the_ttl(world, sandboxes):
         assert time.monotonic() < deadline, "learned IP never expired"
         time.sleep(0.5)
 
-    assert probe(sandboxes, sandbox, SHORT) == {SHORT: "timeout"}
+    assert probe(sandboxes, sandbox, SHORT) == {SHORT: DENIED}
 
 
 def test_allowed_name_pointing_at_a_private_address_is_not_opened(world, sandboxes):
     sandbox = sandboxes.create(network=policy(deny_all=True, allow=("rebind.test.example",)))
 
     assert probe(sandboxes, sandbox, "rebind.test.example") == {
-        "rebind.test.example": "timeout"}
+        "rebind.test.example": DENIED}
     assert PRIVATE_IP not in nft.learned(egress_id(sandboxes, sandbox))
 
 
@@ -454,8 +541,8 @@ def test_metadata_address_is_unreachable_even_when_allowed(world, sandboxes):
     open_box = sandboxes.create()
     allowed = sandboxes.create(network=policy(allow=(METADATA_IP,)))
 
-    assert probe(sandboxes, open_box, METADATA_IP) == {METADATA_IP: "timeout"}
-    assert probe(sandboxes, allowed, METADATA_IP) == {METADATA_IP: "timeout"}
+    assert probe(sandboxes, open_box, METADATA_IP) == {METADATA_IP: DENIED}
+    assert probe(sandboxes, allowed, METADATA_IP) == {METADATA_IP: DENIED}
 
 
 def test_private_range_only_when_named(world, sandboxes):
@@ -463,10 +550,10 @@ def test_private_range_only_when_named(world, sandboxes):
     broad = sandboxes.create(network=policy(allow=("0.0.0.0/0",)))
     named = sandboxes.create(network=policy(deny_all=True, allow=(PRIVATE_IP,)))
 
-    assert probe(sandboxes, open_box, PRIVATE_IP, A) == {PRIVATE_IP: "timeout", A: reached(A)}
-    assert probe(sandboxes, broad, PRIVATE_IP) == {PRIVATE_IP: "timeout"}
+    assert probe(sandboxes, open_box, PRIVATE_IP, A) == {PRIVATE_IP: DENIED, A: reached(A)}
+    assert probe(sandboxes, broad, PRIVATE_IP) == {PRIVATE_IP: DENIED}
     assert probe(sandboxes, named, PRIVATE_IP, A) == {PRIVATE_IP: reached(PRIVATE_IP),
-                                                      A: "timeout"}
+                                                      A: DENIED}
 
 
 def test_special_use_targets_are_unreachable_unless_named(world, sandboxes):
@@ -478,11 +565,11 @@ def test_special_use_targets_are_unreachable_unless_named(world, sandboxes):
                                             allow=(TEST_NET_1, "198.18.0.0/15")))
 
     assert probe(sandboxes, open_box, TEST_NET_1, BENCHMARK, A) == {
-        TEST_NET_1: "timeout", BENCHMARK: "timeout", A: reached(A)}
+        TEST_NET_1: DENIED, BENCHMARK: DENIED, A: reached(A)}
     assert probe(sandboxes, broad, TEST_NET_1, BENCHMARK) == {
-        TEST_NET_1: "timeout", BENCHMARK: "timeout"}
+        TEST_NET_1: DENIED, BENCHMARK: DENIED}
     assert probe(sandboxes, named, TEST_NET_1, BENCHMARK, A) == {
-        TEST_NET_1: reached(TEST_NET_1), BENCHMARK: reached(BENCHMARK), A: "timeout"}
+        TEST_NET_1: reached(TEST_NET_1), BENCHMARK: reached(BENCHMARK), A: DENIED}
 
 
 def test_allowed_name_answered_in_a_special_use_range_is_not_learned(world, sandboxes):
@@ -491,19 +578,19 @@ def test_allowed_name_answered_in_a_special_use_range_is_not_learned(world, sand
     open_box = sandboxes.create()
 
     assert probe(sandboxes, sandbox, "benchmark.test.example") == {
-        "benchmark.test.example": "timeout"}
+        "benchmark.test.example": DENIED}
     assert "benchmark.test.example" in world.queries()  # answered, and refused anyway
     assert BENCHMARK_DNS not in nft.learned(egress_id(sandboxes, sandbox))
     assert probe(sandboxes, open_box, "benchmark.test.example") == {
-        "benchmark.test.example": "timeout"}
+        "benchmark.test.example": DENIED}
 
 
 def test_policy_is_fixed_at_creation(world, sandboxes):
     first = sandboxes.create(network=policy(deny=(B,)))
     second = sandboxes.create(network=policy(deny=(A,)))  # "the config was edited"
 
-    assert probe(sandboxes, first, A, B) == {A: reached(A), B: "timeout"}
-    assert probe(sandboxes, second, A, B) == {A: "timeout", B: reached(B)}
+    assert probe(sandboxes, first, A, B) == {A: reached(A), B: DENIED}
+    assert probe(sandboxes, second, A, B) == {A: DENIED, B: reached(B)}
 
 
 def test_delete_removes_network_rules_and_state(world, sandboxes, state_dir):
@@ -532,17 +619,20 @@ def test_resume_restores_lost_rules_and_resolver(world, sandboxes, state_dir):
 
     assert nft.has_sandbox(net_id)
     assert probe(sandboxes, sandbox, "good.test.example", B) == {
-        "good.test.example": reached(GOOD), B: "timeout"}
+        "good.test.example": reached(GOOD), B: DENIED}
 
 
-def test_names_do_not_resolve_while_the_resolver_is_down(world, sandboxes, state_dir):
+def test_names_do_not_resolve_while_the_resolver_is_down(world, sandboxes, state_dir,
+                                                        monkeypatch):
     sandbox = sandboxes.create()
-    _stop_resolver(state_dir)
-    try:
+    with monkeypatch.context() as patch:  # no revival before the command: the resolver stays down
+        patch.setattr(type(sandboxes.backend.egress), "revive", lambda self, net_id: None)
+        _stop_resolver(state_dir)
         assert probe(sandboxes, sandbox, "good.test.example", A) == {
             "good.test.example": "dnsfail", A: reached(A)}
-    finally:
-        sandboxes.create()  # brings the resolver back for the other tests
+
+    assert probe(sandboxes, sandbox, "good.test.example") == {  # the next command revives it
+        "good.test.example": reached(GOOD)}
 
 
 def test_resolver_answers_over_tcp(world, sandboxes):
@@ -791,3 +881,150 @@ def test_a_query_flood_from_one_sandbox_does_not_stall_another(world, sandboxes)
 
     assert result == {"good.test.example": reached(GOOD)}
     assert elapsed < 4, f"the victim's lookup took {elapsed:.1f} s"
+
+
+# -- the gateway (issue 24): decisions by name, relayed by the host ------------------------
+
+TLS_PORT, RAW_PORT = 8443, 9000
+CLIENT = r"""
+import socket, ssl, sys
+mode, ip, port, name = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+try:
+    conn = socket.create_connection((ip, port), timeout=10)
+except OSError as exc:
+    print(f"connect {type(exc).__name__}")
+    sys.exit()
+try:
+    if mode == "tls":
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        conn = context.wrap_socket(conn, server_hostname=None if name == "-" else name)
+        data = conn.recv(4096)
+    elif mode == "http":
+        conn.sendall(f"GET / HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while chunk := conn.recv(4096):
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        data = head.split(b"\r\n")[0][9:12] + b" " + body
+    else:
+        data = conn.recv(4096)
+    print(data.decode(errors="replace").strip() or "empty")
+except (OSError, ssl.SSLError) as exc:
+    print(f"failed {type(exc).__name__}")
+"""
+
+
+def connect(harness: Harness, sandbox: SandboxInfo, mode: str, ip: str, port: int,
+            name: str = "-") -> str:
+    command = f"python3 -c {shlex.quote(CLIENT)} {mode} {ip} {port} {shlex.quote(name)}"
+    result = harness.backend.exec(sandbox.id, command, timeout_sec=30)
+    assert result.exit_code == 0, result.stderr
+    return result.stdout.strip()
+
+
+def named(*, allow: tuple[str, ...] = (), deny_all: bool = True) -> ResolvedNetworkPolicy:
+    return dataclasses.replace(policy(deny_all=deny_all, allow=allow), name="Tenant sandbox")
+
+
+@pytest.fixture(scope="module")
+def by_name(sandboxes) -> SandboxInfo:
+    """Deny by default; one exact name, one wildcard, one address."""
+    return sandboxes.create(network=named(allow=("good.test.example", "*.svc.example", A)))
+
+
+def log_rows(state_dir: Path, net_id: str, count: int, since: float) -> list[dict]:
+    deadline = time.monotonic() + 5
+    while True:
+        rows = gateway.read_log(state_dir, net_id, since)
+        if len(rows) >= count or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.1)
+
+
+def test_plain_http_is_decided_by_its_host_and_a_denial_names_config_host_and_rule(
+        world, sandboxes, by_name):
+    assert connect(sandboxes, by_name, "http", GOOD, HTTP_PORT, "good.test.example") == \
+        f"200 {GOOD}"
+    assert connect(sandboxes, by_name, "http", GOOD, HTTP_PORT, "bad.test.example") == (
+        "403 denied by Sandlot egress policy of 'Tenant sandbox': bad.test.example is not in "
+        "allow_out, and egress is denied by default (rule: default deny); ask an admin")
+
+
+def test_tls_is_decided_by_its_sni_and_passed_through_untouched(world, sandboxes, by_name):
+    # The server's own certificate and the SNI the client sent arrive: no interception.
+    assert connect(sandboxes, by_name, "tls", GOOD, TLS_PORT, "good.test.example") == \
+        f"{GOOD} good.test.example"
+    assert connect(sandboxes, by_name, "tls", GOOD, TLS_PORT, "bad.test.example") == \
+        "failed ConnectionResetError"
+    assert connect(sandboxes, by_name, "tls", SVC_SUB, TLS_PORT, "a.svc.example") == \
+        f"{SVC_SUB} a.svc.example"
+    assert connect(sandboxes, by_name, "tls", SVC_APEX, TLS_PORT, "svc.example") == \
+        "failed ConnectionResetError"  # a wildcard covers subdomains, not the apex
+    assert connect(sandboxes, by_name, "tls", B, TLS_PORT, "-") == \
+        "failed ConnectionResetError"  # no name: the address decides
+
+
+def test_an_allowed_name_sent_to_another_address_reaches_only_the_name_s_own(
+        world, sandboxes, by_name):
+    """The attack: present an allowed name (SNI or Host) to an address the policy denies.
+    The gateway connects to what our resolver answers for the name, never to the
+    address the sandbox chose."""
+    assert connect(sandboxes, by_name, "tls", BAD, TLS_PORT, "good.test.example") == \
+        f"{GOOD} good.test.example"
+    assert connect(sandboxes, by_name, "http", BAD, HTTP_PORT, "good.test.example") == \
+        f"200 {GOOD}"
+    assert connect(sandboxes, by_name, "tls", PRIVATE_IP, TLS_PORT, "good.test.example") == \
+        f"{GOOD} good.test.example"
+
+
+def test_an_allowed_name_answered_with_a_private_address_is_not_connected(world, sandboxes):
+    sandbox = sandboxes.create(network=named(allow=("rebind.test.example",)))
+
+    assert connect(sandboxes, sandbox, "tls", GOOD, TLS_PORT, "rebind.test.example") == \
+        "failed ConnectionResetError"
+
+
+def test_other_tcp_to_an_allowed_address_is_relayed_even_when_the_server_speaks_first(
+        world, sandboxes, by_name):
+    assert connect(sandboxes, by_name, "raw", A, RAW_PORT) == A
+    assert connect(sandboxes, by_name, "raw", B, RAW_PORT) == "failed ConnectionResetError"
+
+
+def test_every_connection_is_a_row_of_the_sandbox_egress_log(world, sandboxes, state_dir):
+    sandbox = sandboxes.create(network=named(allow=("good.test.example",)))
+    net_id = egress_id(sandboxes, sandbox)
+    since = time.time() - 1
+    connect(sandboxes, sandbox, "tls", BAD, TLS_PORT, "good.test.example")
+    connect(sandboxes, sandbox, "http", GOOD, HTTP_PORT, "bad.test.example")
+    connect(sandboxes, sandbox, "raw", B, RAW_PORT)
+
+    rows = log_rows(state_dir, net_id, 3, since)
+
+    assert [(r["protocol"], r["host"], r["address"], r["port"], r["verdict"], r["rule"])
+            for r in rows] == [
+        ("tls", "good.test.example", GOOD, TLS_PORT, "allowed", "allow_out[0] good.test.example"),
+        ("http", "bad.test.example", GOOD, HTTP_PORT, "denied", "default deny"),
+        ("tcp", None, B, RAW_PORT, "denied", "default deny"),
+    ]
+    assert rows[0]["sent"] > 100 and rows[0]["received"] > 100  # a ClientHello, a handshake
+    assert all(r["t"] >= since for r in rows)
+
+
+def test_a_stopped_gateway_fails_closed_and_the_next_command_brings_it_back(
+        world, sandboxes, state_dir, monkeypatch):
+    sandbox = sandboxes.create(network=named(allow=("good.test.example",)))
+    assert connect(sandboxes, sandbox, "tls", GOOD, TLS_PORT, "good.test.example") == \
+        f"{GOOD} good.test.example"
+    with monkeypatch.context() as patch:
+        patch.setattr(type(sandboxes.backend.egress), "revive", lambda self, net_id: None)
+        _stop_gateway(state_dir, signal=9)
+
+        assert connect(sandboxes, sandbox, "tls", GOOD, TLS_PORT, "good.test.example") == \
+            "connect ConnectionRefusedError"
+        assert connect(sandboxes, sandbox, "raw", A, RAW_PORT) == \
+            "connect ConnectionRefusedError"
+
+    assert connect(sandboxes, sandbox, "tls", GOOD, TLS_PORT, "good.test.example") == \
+        f"{GOOD} good.test.example"
+    assert sandboxes.backend.egress.gateway_running()

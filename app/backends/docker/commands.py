@@ -23,6 +23,7 @@ from app.backends.base import (
 )
 from app.backends.docker import io as docker_io
 from app.backends.docker import reap as docker_reap
+from app.backends.docker.egress.manager import egress_id_of
 from app.backends.docker.files import user_name
 
 HOST_GRACE_SEC = 5  # host-side backstop after the in-container `timeout`
@@ -132,6 +133,10 @@ class DockerCommands:
         timeout_sec = timeout_sec if timeout_sec > 0 else 60
         recent = self._recent(sandbox_id)
         data = recent if recent is not None else self._running_data(sandbox_id)
+        egress_id = egress_id_of(data)
+        if egress_id:
+            with self._errors("restore sandbox egress"):
+                self.egress.revive(egress_id)
         # The exit code comes back as the last line of stderr, behind a marker the
         # command cannot guess: one engine round trip (exec inspect) less per exec.
         marker = f"\n.sandlot-exit-{secrets.token_hex(8)}:"

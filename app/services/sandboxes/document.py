@@ -7,6 +7,7 @@ Paths in validation errors are relative to the document (`e2b.api_key`,
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import re
 from typing import Annotated, Any, Literal
@@ -336,7 +337,7 @@ def ttl_of(doc: dict[str, Any]) -> int:
 
 
 def spec_for(doc: dict[str, Any], metadata: dict[str, str],
-             timeout_sec: int | None = None) -> SandboxSpec:
+             timeout_sec: int | None = None, name: str = "") -> SandboxSpec:
     """What to create for a sandbox of this config: its template, env and network policy
     resolved now (reference 4.4), with `metadata`; sessions, installs and checks share it."""
     kind = doc["sandbox_type"]
@@ -346,7 +347,8 @@ def spec_for(doc: dict[str, Any], metadata: dict[str, str],
         **limits,
         template=template_of(doc), metadata=dict(metadata),
         env=readable_env(doc), timeout_sec=timeout_sec or ttl_of(doc),
-        network=resolve_policy(doc), desktop=bool(doc.get("desktop_enabled")),
+        network=dataclasses.replace(resolve_policy(doc), name=name),
+        desktop=bool(doc.get("desktop_enabled")),
         network_mode=block.get("network_mode", "bridge") if kind == "docker" else "bridge",
     )
 

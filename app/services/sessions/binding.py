@@ -118,7 +118,8 @@ def session_spec(session: SandboxSession, config: SandboxConfig, version: int) -
     doc = config.config
     spec = document.spec_for(doc, labels(
         session.tenant_id, session_id=session.id, binding_version=version,
-        provider=doc["sandbox_type"], config_id=config.id, purpose="session"))
+        provider=doc["sandbox_type"], config_id=config.id, purpose="session"),
+        name=config.name)
     return dataclasses.replace(spec, template=skill_image.boot_template(doc))
 
 

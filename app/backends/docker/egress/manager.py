@@ -33,7 +33,7 @@ import docker
 from dnslib import RCODE, DNSRecord
 
 from app.backends.base import BackendError, ResolvedNetworkPolicy
-from app.backends.docker.egress import dns, nft
+from app.backends.docker.egress import dns, gateway, nft
 from app.backends.docker.egress.dns_answer import PROBE_SUFFIX
 from app.backends.docker.egress.policy import EGRESS_ID, EgressPolicy, SandboxNet
 from app.backends.docker.egress.settings import ROOT, SUBNET_PREFIX, EgressSettings
@@ -119,7 +119,8 @@ class EgressManager:
         net_id, subnet = self._create_network(metadata)
         hosts = subnet.hosts()
         net = SandboxNet(id=net_id, subnet=str(subnet), gateway=str(next(hosts)),
-                         upstream=self.settings.upstream, policy=egress, metadata=metadata)
+                         upstream=self.settings.upstream, policy=egress, metadata=metadata,
+                         gateway_port=self.settings.gateway_port)
         try:
             if not Path(f"/sys/class/net/{net.bridge}").exists():
                 raise BackendError(f"bridge {net.bridge} of network {net.network} is not on "
@@ -127,6 +128,7 @@ class EgressManager:
             nft.apply(net)
             self._write_state(net)
             self._ensure_resolver(net)
+            self._ensure_gateway(net)
         except BaseException:
             try:
                 self.release(net_id)
@@ -154,6 +156,16 @@ class EgressManager:
             nft.remove(net_id)
             nft.apply(net)
         self._ensure_resolver(net)
+        self._ensure_gateway(net)
+
+    def revive(self, net_id: str) -> None:
+        """Before a command: bring back a resolver or gateway that stopped (killed, or
+        exited while idle), so a running sandbox's egress comes back by its next command.
+        Two lock checks when both run."""
+        if not self.resolver_running() or not self.gateway_running():
+            log.warning("egress daemons of %s%s were down; starting them", NETWORK_PREFIX,
+                        net_id)
+            self.ensure(net_id)
 
     def load(self, net_id: str) -> SandboxNet | None:
         try:
@@ -269,6 +281,55 @@ class EgressManager:
                            stdin=subprocess.DEVNULL, stdout=output, stderr=output,
                            timeout=30, check=False)
 
+    def gateway_running(self) -> bool:
+        return holds_lock(gateway.lock_path(self.settings.state_dir))
+
+    def _ensure_gateway(self, net: SandboxNet) -> None:
+        """As for the resolver: start the gateway if it is not running, wake it (it
+        rescans on SIGUSR1) and wait until it answers on this sandbox's gateway address.
+        A sandbox from before the gateway (no port in its state) has none."""
+        if not net.gateway_port:
+            return
+        deadline = time.monotonic() + READY_TIMEOUT_SEC
+        spawned = 0.0
+        self._signal(gateway.pid_path(self.settings.state_dir), self.gateway_running())
+        while True:
+            if gateway_probe(net):
+                return
+            if not self.gateway_running() and time.monotonic() - spawned > 2:
+                self._spawn_gateway()
+                spawned = time.monotonic()
+            if time.monotonic() > deadline:
+                raise BackendError(
+                    f"the sandbox egress gateway does not answer on {net.gateway}:"
+                    f"{net.gateway_port}; see {gateway.log_path(self.settings.state_dir)}")
+            time.sleep(0.01)
+
+    @staticmethod
+    def _signal(pid_file: Path, running: bool) -> None:
+        try:
+            pid = int(pid_file.read_text())
+        except (OSError, ValueError):
+            return
+        if pid > 1 and running:
+            try:
+                os.kill(pid, signal.SIGUSR1)
+            except OSError:
+                pass
+
+    def _spawn_gateway(self) -> None:
+        state_dir = self.settings.state_dir
+        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        env = {"PATH": os.environ.get("PATH") or "/usr/sbin:/usr/bin:/sbin:/bin",
+               "PYTHONPATH": str(ROOT), "LANG": "C.UTF-8"}
+        argv = [sys.executable, "-m", "app.backends.docker.egress.gateway", "--state-dir",
+                str(state_dir), "--detach"]
+        if self.settings.gateway_mark:
+            argv += ["--mark", str(self.settings.gateway_mark)]
+        with open_private(gateway.log_path(state_dir)) as output:
+            subprocess.run(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=output,
+                           stderr=output, timeout=30, check=False)
+
     # -- orphans -------------------------------------------------------------------------
 
     def _cleanup_orphans_once(self) -> None:
@@ -351,7 +412,11 @@ def shared_manager(api: docker.APIClient, engine_host: str) -> EgressManager:
 
 def resolver_running(state_dir: Path) -> bool:
     """Is a resolver holding this state directory's lock?"""
-    path = dns.lock_path(state_dir)
+    return holds_lock(dns.lock_path(state_dir))
+
+
+def holds_lock(path: Path) -> bool:
+    """Does a process hold this lock file (a resolver's or a gateway's)?"""
     if not path.exists():
         return False
     with open(path, "a+") as handle:
@@ -361,6 +426,20 @@ def resolver_running(state_dir: Path) -> bool:
             return True
         fcntl.flock(handle, fcntl.LOCK_UN)
         return False
+
+
+def gateway_probe(net: SandboxNet, timeout: float = 0.5) -> bool:
+    """Does the gateway answer for this very sandbox on its gateway address? (From
+    loopback, it answers who it serves and closes.)"""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.settimeout(timeout)
+            sock.bind(("127.0.0.1", 0))
+            sock.connect((net.gateway, net.gateway_port or 0))
+            reply = sock.recv(64)
+    except OSError:
+        return False
+    return reply == gateway.PROBE_REPLY % net.id.encode()
 
 
 def probe(net: SandboxNet, timeout: float = 0.3) -> bool:

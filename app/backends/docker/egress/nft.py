@@ -8,7 +8,11 @@ sandbox bridge, so a sandbox is added or removed without touching rule handles:
 
     forward: iifname vmap @out_iface   -> sb_<id>_out   what the sandbox may reach
              oifname vmap @in_iface    -> sb_<id>_in    no new connections into it
-    input:   iifname vmap @host_iface  -> sb_<id>_host  the host: DNS to the resolver only
+    input:   iifname vmap @host_iface  -> sb_<id>_host  the host: DNS to the resolver and
+                                                          redirected TCP to the gateway only
+    prerouting (nat, dstnat - 10): iifname vmap @nat_iface -> sb_<id>_nat  every TCP
+             connection but to the host itself redirected to the egress gateway
+             (gateway.py), which decides it by name
 
 Per sandbox, four named sets: sb_<id>_allow (allow_out CIDRs), sb_<id>_private
 (the allow_out entries inside special-use ranges, policy.PRIVATE: the name predates the
@@ -35,22 +39,26 @@ TABLE = "inet sandlot"
 NFT_TIMEOUT_SEC = 10
 NFT = shutil.which("nft", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"]))
 _ID_IN_NAME = re.compile(r"^sb_([0-9a-f]{10})_")
-_MAPS = ("out_iface", "in_iface", "host_iface")
+_MAPS = ("out_iface", "in_iface", "host_iface", "nat_iface")
 _SETS = ("allow", "private", "deny", "dns")
-_CHAINS = ("out", "in", "host")
+_CHAINS = ("out", "in", "host", "nat")
 
 BASE = f"""\
 add table {TABLE}
 add map {TABLE} out_iface {{ type ifname : verdict; }}
 add map {TABLE} in_iface {{ type ifname : verdict; }}
 add map {TABLE} host_iface {{ type ifname : verdict; }}
+add map {TABLE} nat_iface {{ type ifname : verdict; }}
 add chain {TABLE} forward {{ type filter hook forward priority filter - 10; policy accept; }}
 add chain {TABLE} input {{ type filter hook input priority filter - 10; policy accept; }}
+add chain {TABLE} prerouting {{ type nat hook prerouting priority dstnat - 10; policy accept; }}
 flush chain {TABLE} forward
 flush chain {TABLE} input
+flush chain {TABLE} prerouting
 add rule {TABLE} forward iifname vmap @out_iface
 add rule {TABLE} forward oifname vmap @in_iface
 add rule {TABLE} input iifname vmap @host_iface
+add rule {TABLE} prerouting iifname vmap @nat_iface
 """
 
 
@@ -104,8 +112,18 @@ def sandbox_script(net: SandboxNet) -> str:
         f"add chain {TABLE} {s}_host",
         f"add rule {TABLE} {s}_host ip daddr {net.gateway} udp dport 53 return",
         f"add rule {TABLE} {s}_host ip daddr {net.gateway} tcp dport 53 return",
+        *([f"add rule {TABLE} {s}_host ip daddr {net.gateway} tcp dport {net.gateway_port} "
+           "ct status dnat return"] if net.gateway_port else []),
         f"add rule {TABLE} {s}_host ct state established,related return",
         f"add rule {TABLE} {s}_host counter drop",
+        # TCP goes to the gateway (gateway.py), but to the host itself (refused above)
+        # and to the gateway address (DNS); without a gateway port, nft decides alone.
+        f"add chain {TABLE} {s}_nat",
+        f"add rule {TABLE} {s}_nat ip daddr {net.gateway} return",
+        f"add rule {TABLE} {s}_nat fib daddr type local return",
+        *([f"add rule {TABLE} {s}_nat meta nfproto ipv4 meta l4proto tcp "
+           f"redirect to :{net.gateway_port}"] if net.gateway_port else []),
+        f"add element {TABLE} nat_iface {{ {br} : jump {s}_nat }}",
         f"add element {TABLE} out_iface {{ {br} : jump {s}_out }}",
         f"add element {TABLE} in_iface {{ {br} : jump {s}_in }}",
         f"add element {TABLE} host_iface {{ {br} : jump {s}_host }}",

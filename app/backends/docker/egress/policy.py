@@ -87,6 +87,11 @@ class EgressPolicy:
     allow: tuple[str, ...] = ()  # allow_out IPs/CIDRs, collapsed
     deny: tuple[str, ...] = ()  # deny_out IPs/CIDRs, collapsed, without /0 (that is deny_all)
     domains: tuple[str, ...] = ()  # "example.com" or "*.example.com"
+    # As the config wrote them, so the gateway can name the rule that decided
+    # ("allow_out[2] *.example.org"); empty in state files from before the gateway.
+    allow_out: tuple[str, ...] = ()
+    deny_out: tuple[str, ...] = ()
+    name: str = ""  # the config's name when the sandbox was made, for denial messages
 
     @classmethod
     def from_resolved(cls, policy: ResolvedNetworkPolicy) -> EgressPolicy:
@@ -101,7 +106,9 @@ class EgressPolicy:
         deny = _networks(policy.deny_out, "deny_out")
         deny_all = not policy.allow_internet_access or any(n.prefixlen == 0 for n in deny)
         return cls(deny_all=deny_all, allow=_collapse(allow),
-                   deny=_collapse([n for n in deny if n.prefixlen]), domains=tuple(domains))
+                   deny=_collapse([n for n in deny if n.prefixlen]), domains=tuple(domains),
+                   allow_out=tuple(e.strip() for e in policy.allow_out),
+                   deny_out=tuple(e.strip() for e in policy.deny_out), name=policy.name)
 
     @property
     def private_allow(self) -> tuple[str, ...]:
@@ -120,12 +127,15 @@ class EgressPolicy:
 
     def as_dict(self) -> dict[str, Any]:
         return {"deny_all": self.deny_all, "allow": list(self.allow), "deny": list(self.deny),
-                "domains": list(self.domains)}
+                "domains": list(self.domains), "allow_out": list(self.allow_out),
+                "deny_out": list(self.deny_out), "name": self.name}
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> EgressPolicy:
         return cls(deny_all=bool(raw["deny_all"]), allow=tuple(raw["allow"]),
-                   deny=tuple(raw["deny"]), domains=tuple(raw["domains"]))
+                   deny=tuple(raw["deny"]), domains=tuple(raw["domains"]),
+                   allow_out=tuple(raw.get("allow_out") or ()),
+                   deny_out=tuple(raw.get("deny_out") or ()), name=str(raw.get("name") or ""))
 
 
 @dataclass(frozen=True)
@@ -141,6 +151,9 @@ class SandboxNet:
     upstream: str | None  # "ip:port" the resolver forwards to; None: nothing resolves
     policy: EgressPolicy
     metadata: dict[str, str] = field(default_factory=dict)
+    # The gateway's port on `gateway` that nft redirects the sandbox's TCP to; None in
+    # state files from before the gateway (their TCP is decided by address in nft).
+    gateway_port: int | None = None
 
     @property
     def network(self) -> str:
@@ -154,7 +167,7 @@ class SandboxNet:
         return {"version": FILE_VERSION, "id": self.id, "network": self.network,
                 "bridge": self.bridge, "subnet": self.subnet, "gateway": self.gateway,
                 "upstream": self.upstream, "policy": self.policy.as_dict(),
-                "metadata": dict(self.metadata)}
+                "metadata": dict(self.metadata), "gateway_port": self.gateway_port}
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> SandboxNet:
@@ -162,4 +175,5 @@ class SandboxNet:
             raise ValueError("not a sandlot egress state file")
         return cls(id=raw["id"], subnet=raw["subnet"], gateway=raw["gateway"],
                    upstream=raw.get("upstream"), policy=EgressPolicy.from_dict(raw["policy"]),
-                   metadata=dict(raw.get("metadata") or {}))
+                   metadata=dict(raw.get("metadata") or {}),
+                   gateway_port=int(raw["gateway_port"]) if raw.get("gateway_port") else None)

@@ -4,6 +4,10 @@
                             (default: the first IPv4 nameserver of /etc/resolv.conf)
   SANDBOX_EGRESS_SUBNETS    IPv4 pool the sandbox networks' /28s come from
                             (default 10.213.0.0/16; must not overlap the host's networks)
+  SANDBOX_EGRESS_GATEWAY_PORT  the egress gateway's port on each sandbox's gateway address
+                            (default 15001; nothing else may listen there)
+  SANDBOX_EGRESS_GATEWAY_MARK  a firewall mark (SO_MARK) on the gateway's upstream
+                            connections, for policy routing of sandbox egress (default none)
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from app.backends.base import BackendError
 ROOT = Path(__file__).resolve().parents[4]
 DEFAULT_STATE_DIR = ROOT / "instance" / "egress"
 DEFAULT_SUBNETS = "10.213.0.0/16"
+DEFAULT_GATEWAY_PORT = 15001
 SUBNET_PREFIX = 28
 
 
@@ -59,6 +64,8 @@ class EgressSettings:
     state_dir: Path
     upstream: str | None
     subnets: ipaddress.IPv4Network
+    gateway_port: int = DEFAULT_GATEWAY_PORT
+    gateway_mark: int | None = None
 
     @classmethod
     def from_env(cls) -> EgressSettings:
@@ -75,4 +82,20 @@ class EgressSettings:
                                f"not {raw_pool!r}") from None
         if pool.prefixlen > SUBNET_PREFIX:
             raise BackendError(f"SANDBOX_EGRESS_SUBNETS must be /{SUBNET_PREFIX} or larger")
-        return cls(state_dir=state_dir, upstream=upstream, subnets=pool)
+        return cls(state_dir=state_dir, upstream=upstream, subnets=pool,
+                   gateway_port=_number("SANDBOX_EGRESS_GATEWAY_PORT", DEFAULT_GATEWAY_PORT,
+                                        1, 65535),
+                   gateway_mark=_number("SANDBOX_EGRESS_GATEWAY_MARK", None, 1, 2**32 - 1))
+
+
+def _number(key: str, fallback: int | None, low: int, high: int) -> int | None:
+    raw = (os.environ.get(key) or "").strip()
+    if not raw:
+        return fallback
+    try:
+        value = int(raw, 0)
+    except ValueError:
+        value = -1
+    if not low <= value <= high:
+        raise BackendError(f"{key} must be a whole number from {low} to {high}, not {raw!r}")
+    return value

@@ -224,7 +224,8 @@ class Run:
             log.warning("releasing expired snapshots of %s failed: %s", config.id, exc.reason)
         spec = document.spec_for(doc, labels(
             self.tenant_id, session_id=f"run-{self.run_id}", binding_version=0,
-            provider=doc["sandbox_type"], config_id=config.id, purpose="install"))
+            provider=doc["sandbox_type"], config_id=config.id, purpose="install"),
+            name=config.name)
         # The config's env reaches every command, but per exec: baked into the sandbox it
         # would be committed into the snapshot and outlive a later change of the secret.
         self.exec_env = dict(spec.env)

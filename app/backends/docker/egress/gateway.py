@@ -1,0 +1,551 @@
+"""The egress gateway: every TCP connection out of a policed Docker sandbox, decided by
+the name it presents and relayed by us (issue 24).
+
+    python -m app.backends.docker.egress.gateway --state-dir instance/egress [--detach]
+
+nftables redirects each new TCP connection from a sandbox's bridge (but to the host
+itself) to this process, on the sandbox's gateway address (nft.py). Per connection:
+
+1. the sandbox is the one whose subnet holds the source address (state files, as the
+   resolver reads them); the destination it asked for comes from conntrack
+   (SO_ORIGINAL_DST);
+2. the first bytes give the name: the TLS ClientHello's SNI or the HTTP Host (sniff.py);
+3. decide.py decides: an allowed name is resolved by us, through the sandbox's DNS
+   upstream, and we connect to that answer, never to the address the sandbox chose (so
+   an allowed name cannot carry the connection elsewhere); a connection without a name
+   (other TCP, or HTTP/1.0 without Host) is decided by its address, as the firewall did;
+4. allowed: the bytes are relayed untouched both ways (TLS is not intercepted); denied:
+   a plain HTTP request gets a 403 whose text names the config, the host and the rule,
+   anything else a reset.
+
+Each connection becomes one line of the sandbox's egress log (`<state>/egress-log/
+<id>.jsonl`: time, name, address, port, protocol, verdict, rule, bytes each way,
+duration), which the app reads. Bounded: connections per sandbox and in all, an idle
+timeout, a connect timeout, a fixed relay buffer. Fail closed: while the gateway is
+down, redirected connections are refused. One gateway per state directory
+(`gateway.lock`); it exits after IDLE_EXIT_SEC without sandboxes, and the backend
+starts it again when it needs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import fcntl
+import ipaddress
+import json
+import logging
+import logging.handlers
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dnslib import QTYPE, DNSError, DNSRecord
+
+from app.backends.docker.egress import decide, dns_answer, nft
+from app.backends.docker.egress.dns import sandboxes_dir
+from app.backends.docker.egress.policy import SandboxNet
+from app.backends.docker.egress.sniff import HEAD_MAX, sniff
+
+SO_ORIGINAL_DST = 80
+SO_MARK = 36
+PROBE_REPLY = b"sandlot-gateway %s\n"
+RESCAN_SEC = 2.0
+IDLE_EXIT_SEC = 300
+PER_SANDBOX = 256  # connections open at once from one sandbox
+TOTAL = 4096  # and over all sandboxes
+SNIFF_SEC = 3.0  # for the first bytes, when only a name can allow the connection
+SNIFF_SHORT_SEC = 0.5  # when the address already allows it (server-speaks-first protocols)
+CONNECT_SEC = 10.0
+IDLE_SEC = 600.0  # a connection with no byte either way for this long is closed
+BUFFER = 65536
+ANSWER_CACHE_MAX = 1024
+LOG_FLUSH_SEC = 0.5
+LOG_FILE_MAX = 16 << 20  # a sandbox's log file beyond this drops new lines (and counts them)
+
+log = logging.getLogger("sandlot.egress.gateway")
+
+
+def lock_path(state_dir: Path) -> Path:
+    return state_dir / "gateway.lock"
+
+
+def pid_path(state_dir: Path) -> Path:
+    return state_dir / "gateway.pid"
+
+
+def log_path(state_dir: Path) -> Path:
+    return state_dir / "gateway.log"
+
+
+def egress_log_dir(state_dir: Path) -> Path:
+    return state_dir / "egress-log"
+
+
+def denial_text(net: SandboxNet, decision: decide.Decision) -> str:
+    """The body a denied plain-HTTP request gets: short, for a person or an agent."""
+    whose = f"of '{net.policy.name}'" if net.policy.name else "of this sandbox"
+    return (f"denied by Sandlot egress policy {whose}: {decision.reason} "
+            f"(rule: {decision.rule}); ask an admin\n")
+
+
+# -- the log -----------------------------------------------------------------------------
+
+class Spool:
+    """Log lines, written in batches per sandbox (one append per flush)."""
+
+    def __init__(self, state_dir: Path):
+        self.folder = egress_log_dir(state_dir)
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.pending: dict[str, list[str]] = {}
+
+    def add(self, net_id: str, record: dict) -> None:
+        self.pending.setdefault(net_id, []).append(json.dumps(record, sort_keys=True))
+
+    def flush(self) -> None:
+        pending, self.pending = self.pending, {}
+        for net_id, lines in pending.items():
+            path = self.folder / f"{net_id}.jsonl"
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                size = 0
+            if size > LOG_FILE_MAX:
+                log.warning("sandbox %s: egress log full, %d lines dropped", net_id, len(lines))
+                continue
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            try:
+                os.write(fd, ("\n".join(lines) + "\n").encode())
+            finally:
+                os.close(fd)
+
+
+def read_log(state_dir: Path, net_id: str, since: float = 0.0) -> list[dict]:
+    """A sandbox's log lines from `since` (epoch seconds) on."""
+    path = egress_log_dir(state_dir) / f"{net_id}.jsonl"
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    rows = []
+    for line in text.splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and float(row.get("t") or 0) >= since:
+            rows.append(row)
+    return rows
+
+
+# -- serving -----------------------------------------------------------------------------
+
+@dataclass
+class Served:
+    net: SandboxNet
+    server: asyncio.base_events.Server
+    open: int = 0
+    subnet: ipaddress.IPv4Network = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.subnet = ipaddress.IPv4Network(self.net.subnet)
+
+
+def _original_destination(sock: socket.socket) -> tuple[str, int]:
+    raw = sock.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16)
+    port = struct.unpack_from("!H", raw, 2)[0]
+    return socket.inet_ntoa(raw[4:8]), port
+
+
+def _reset(writer: asyncio.StreamWriter) -> None:
+    """Close with a reset: the sandbox's client fails at once instead of waiting."""
+    sock = writer.get_extra_info("socket")
+    with contextlib.suppress(OSError):
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
+
+
+def _local_addresses() -> set[str]:
+    """This host's IPv4 addresses: never an upstream (nft does not redirect traffic for
+    them; an answer naming one is refused here)."""
+    try:
+        done = subprocess.run(["ip", "-j", "-4", "addr"], capture_output=True, text=True,
+                              timeout=5, check=False)
+        found = {info["local"] for link in json.loads(done.stdout or "[]")
+                 for info in link.get("addr_info") or () if info.get("local")}
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        found = set()
+    return found
+
+
+class Gateway:
+    def __init__(self, state_dir: Path, idle_exit_sec: float = IDLE_EXIT_SEC,
+                 mark: int | None = None, per_sandbox: int = PER_SANDBOX,
+                 total: int = TOTAL):
+        self.state_dir = state_dir
+        self.idle_exit_sec = idle_exit_sec
+        self.mark = mark
+        self.per_sandbox = per_sandbox
+        self.total_max = total
+        self.total = 0
+        self.known: dict[str, SandboxNet | None] = {}
+        self.served: dict[str, Served] = {}
+        self.failing: set[str] = set()
+        self.spool = Spool(state_dir)
+        self.local = _local_addresses()
+        self.answers: dict[tuple[str, str], tuple[float, list[str]]] = {}
+        self.stopping = asyncio.Event()
+        self.woken = asyncio.Event()
+
+    # -- state files -----------------------------------------------------------------
+
+    async def rescan(self) -> None:
+        present = {path.stem: path for path in sandboxes_dir(self.state_dir).glob("*.json")}
+        for net_id in [i for i in self.known if i not in present]:
+            del self.known[net_id]
+            self.failing.discard(net_id)
+        for net_id, path in present.items():
+            if net_id not in self.known:
+                self.known[net_id] = _read(net_id, path)
+        for net_id in list(self.served):
+            net = self.known.get(net_id)
+            if net is None or not os.path.exists(f"/sys/class/net/{net.bridge}"):
+                served = self.served.pop(net_id)
+                served.server.close()
+                log.info("sandbox %s: stopped serving", net_id)
+        for net_id, net in self.known.items():
+            if (net is not None and net.gateway_port and net_id not in self.served
+                    and os.path.exists(f"/sys/class/net/{net.bridge}")):
+                await self._serve(net)
+        self.local = _local_addresses()
+
+    async def _serve(self, net: SandboxNet) -> None:
+        served: Served | None = None
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            assert served is not None
+            await self.connection(served, reader, writer)
+
+        try:
+            server = await asyncio.start_server(handle, net.gateway, net.gateway_port,
+                                                reuse_address=True, backlog=256,
+                                                limit=BUFFER)
+        except OSError as exc:
+            if net.id not in self.failing:
+                self.failing.add(net.id)
+                log.warning("sandbox %s: cannot listen on %s:%s: %s", net.id, net.gateway,
+                            net.gateway_port, exc)
+            return
+        self.failing.discard(net.id)
+        served = Served(net, server)
+        self.served[net.id] = served
+        log.info("sandbox %s: gateway on %s:%s", net.id, net.gateway, net.gateway_port)
+
+    # -- one connection --------------------------------------------------------------
+
+    async def connection(self, served: Served, reader: asyncio.StreamReader,
+                         writer: asyncio.StreamWriter) -> None:
+        net = served.net
+        peer = writer.get_extra_info("peername")[0]
+        address = ipaddress.IPv4Address(peer)
+        if address.is_loopback or peer == net.gateway:  # the backend's readiness probe
+            writer.write(PROBE_REPLY % net.id.encode())
+            with contextlib.suppress(OSError):
+                await writer.drain()
+            writer.close()
+            return
+        if address not in served.subnet:
+            _reset(writer)
+            return
+        if served.open >= self.per_sandbox or self.total >= self.total_max:
+            log.warning("sandbox %s: connection limit reached (%d here, %d in all)", net.id,
+                        served.open, self.total)
+            self.spool.add(net.id, {"t": time.time(), "verdict": "denied",
+                                    "rule": "built-in: connection limit", "protocol": "tcp"})
+            _reset(writer)
+            return
+        served.open += 1
+        self.total += 1
+        try:
+            await self._relay(net, reader, writer)
+        except Exception:  # noqa: BLE001 - one connection must not stop the gateway
+            log.exception("sandbox %s: connection failed", net.id)
+            _reset(writer)
+        finally:
+            served.open -= 1
+            self.total -= 1
+
+    async def _first_bytes(self, reader: asyncio.StreamReader,
+                           wait: float) -> tuple[bytes, tuple[str, str | None]]:
+        data = b""
+        deadline = time.monotonic() + wait
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return data, sniff(data) or ("tcp", None)
+            try:
+                chunk = await asyncio.wait_for(reader.read(HEAD_MAX - len(data)), left)
+            except (TimeoutError, OSError):
+                chunk = b""
+                deadline = 0
+            if not chunk:
+                return data, sniff(data) or ("tcp", None)
+            data += chunk
+            found = sniff(data)
+            if found is not None:
+                return data, found
+
+    async def _relay(self, net: SandboxNet, reader: asyncio.StreamReader,
+                     writer: asyncio.StreamWriter) -> None:
+        started = time.time()
+        ip, port = _original_destination(writer.get_extra_info("socket"))
+        policy = net.policy
+        by_address = decide.by_address(policy, ip, learned=False)
+        explicit = by_address.allowed and by_address.rule.startswith("allow_out")
+        learned = False
+        if not by_address.allowed and not by_address.rule.startswith("built-in"):
+            learned = ip in await asyncio.to_thread(nft.learned, net.id)
+        # Wait long for a name only where one could allow what the address does not.
+        quick = by_address.allowed or learned or not policy.domains
+        first, (protocol, name) = await self._first_bytes(
+            reader, SNIFF_SHORT_SEC if quick else SNIFF_SEC)
+        record = {"t": round(started, 3), "host": name, "port": port, "protocol": protocol}
+        target: str | None = ip
+        if name is not None:
+            decision = decide.by_name(policy, name)
+            if decision is not None and decision.allowed:
+                target, why = await self._answer(net, name, ip)
+                if target is None:
+                    decision = decide.Decision(False, decision.rule, why)
+            elif explicit:
+                decision = by_address
+            elif decision is None:  # open by default: the address decides
+                decision = by_address
+        else:
+            decision = decide.by_address(policy, ip, learned=learned)
+        if decision.allowed and target in self.local:
+            decision = decide.Decision(False, "built-in: this host",
+                                       "the sandbox host itself is never reachable")
+        record.update(address=target if decision.allowed else ip, verdict=(
+            "allowed" if decision.allowed else "denied"), rule=decision.rule)
+        if not decision.allowed or target is None:
+            record.update(sent=len(first), received=0, ms=0)
+            self._deny(net, writer, protocol, name or ip, decision)
+            self.spool.add(net.id, record)
+            return
+        upstream = await self._connect(target, port)
+        if isinstance(upstream, str):
+            record.update(verdict="failed", rule=decision.rule, sent=0, received=0,
+                          ms=round((time.time() - started) * 1000), error=upstream)
+            self.spool.add(net.id, record)
+            _reset(writer)
+            return
+        up_reader, up_writer = upstream
+        sent, received = await self._pipe(reader, writer, up_reader, up_writer, first)
+        record.update(sent=sent, received=received, ms=round((time.time() - started) * 1000))
+        self.spool.add(net.id, record)
+
+    def _deny(self, net: SandboxNet, writer: asyncio.StreamWriter, protocol: str,
+              host: str, decision: decide.Decision) -> None:
+        log.info("sandbox %s: %s %s denied (%s)", net.id, protocol, host, decision.rule)
+        if protocol != "http":
+            _reset(writer)
+            return
+        body = denial_text(net, decision).encode()
+        writer.write(b"HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                     b"Connection: close\r\nX-Sandlot-Egress: denied\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        writer.close()
+
+    async def _answer(self, net: SandboxNet, name: str, asked: str) -> tuple[str | None, str]:
+        """The address to connect to for an allowed name: the one the sandbox asked for
+        when it is among our answers, else our first usable answer."""
+        key = (net.upstream or "", name)
+        cached = self.answers.get(key)
+        if cached and cached[0] > time.monotonic():
+            found = cached[1]
+        else:
+            found = await asyncio.to_thread(_lookup, net.upstream, name)
+            if len(self.answers) >= ANSWER_CACHE_MAX:
+                self.answers.clear()
+            self.answers[key] = (time.monotonic() + dns_answer.MIN_TTL, found)
+        usable = [a for a in found if decide.usable_answer(net.policy, a)
+                  and a not in self.local]
+        if not usable:
+            return None, (f"{name} has no address a name may open now" if found
+                          else f"{name} does not resolve now")
+        return (asked if asked in usable else usable[0]), ""
+
+    async def _connect(self, ip: str, port: int):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            if self.mark:
+                sock.setsockopt(socket.SOL_SOCKET, SO_MARK, self.mark)
+            sock.setblocking(False)
+            await asyncio.wait_for(asyncio.get_running_loop().sock_connect(sock, (ip, port)),
+                                   CONNECT_SEC)
+            return await asyncio.open_connection(sock=sock, limit=BUFFER)
+        except (OSError, TimeoutError) as exc:
+            sock.close()
+            return "timed out" if isinstance(exc, TimeoutError) else (
+                exc.strerror or type(exc).__name__)
+
+    async def _pipe(self, reader, writer, up_reader, up_writer, first: bytes) -> tuple[int, int]:
+        counts = [len(first), 0]
+        last = [time.monotonic()]
+
+        async def copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter, slot: int) -> None:
+            try:
+                while True:
+                    try:
+                        chunk = await asyncio.wait_for(src.read(BUFFER), IDLE_SEC)
+                    except TimeoutError:
+                        if time.monotonic() - last[0] >= IDLE_SEC:
+                            return
+                        continue
+                    if not chunk:
+                        break
+                    last[0] = time.monotonic()
+                    counts[slot] += len(chunk)
+                    dst.write(chunk)
+                    await dst.drain()
+                with contextlib.suppress(OSError):
+                    if dst.can_write_eof():
+                        dst.write_eof()
+            except OSError:
+                return
+
+        try:
+            if first:
+                up_writer.write(first)
+                await up_writer.drain()
+            up = asyncio.ensure_future(copy(reader, up_writer, 0))
+            down = asyncio.ensure_future(copy(up_reader, writer, 1))
+            done, pending = await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
+            if pending:  # one side closed: give the other the idle timeout to finish
+                await asyncio.wait(pending, timeout=IDLE_SEC)
+            for task in pending:
+                task.cancel()
+        except OSError:
+            pass
+        finally:
+            writer.close()
+            up_writer.close()
+        return counts[0], counts[1]
+
+    # -- the loop --------------------------------------------------------------------
+
+    async def run(self) -> None:
+        idle_since = time.monotonic()
+        next_flush = 0.0
+        while not self.stopping.is_set():
+            await self.rescan()
+            now = time.monotonic()
+            if self.served or self.total:
+                idle_since = now
+            elif now - idle_since >= self.idle_exit_sec:
+                log.info("no sandboxes for %ss: exiting", int(self.idle_exit_sec))
+                break
+            deadline = now + RESCAN_SEC
+            while time.monotonic() < deadline and not self.stopping.is_set():
+                if time.monotonic() >= next_flush:
+                    self.spool.flush()
+                    next_flush = time.monotonic() + LOG_FLUSH_SEC
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.woken.wait(), LOG_FLUSH_SEC)
+                if self.woken.is_set():
+                    self.woken.clear()
+                    break
+        for served in self.served.values():
+            served.server.close()
+        self.spool.flush()
+
+
+def _read(net_id: str, path: Path) -> SandboxNet | None:
+    try:
+        net = SandboxNet.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("skipping %s: %s", path.name, exc)
+        return None
+    return net if net.id == net_id else None
+
+
+def _lookup(upstream: str | None, name: str) -> list[str]:
+    """The A records of `name` from the sandbox's upstream (the resolver's forwarder)."""
+    if not upstream:
+        return []
+    host, _, port = upstream.rpartition(":")
+    query = DNSRecord.question(name, "A")
+    data = dns_answer.forward(query.pack(), (host, int(port)), query.header.id)
+    try:
+        answer = DNSRecord.parse(data) if data is not None else None
+    except DNSError:
+        return []
+    if answer is None:
+        return []
+    return [str(rr.rdata) for rr in answer.rr if rr.rtype == QTYPE.A]
+
+
+# -- the daemon --------------------------------------------------------------------------
+
+def _configure_logging(state_dir: Path) -> None:
+    handler = logging.handlers.RotatingFileHandler(log_path(state_dir), maxBytes=1 << 20,
+                                                   backupCount=2)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from app.backends.docker.egress.dns import _detach
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--state-dir", required=True, type=Path)
+    parser.add_argument("--detach", action="store_true", help="run in the background")
+    parser.add_argument("--idle-exit", type=float, default=IDLE_EXIT_SEC)
+    parser.add_argument("--mark", type=lambda v: int(v, 0), default=None,
+                        help="firewall mark (SO_MARK) for upstream connections")
+    parser.add_argument("--per-sandbox", type=int, default=PER_SANDBOX)
+    parser.add_argument("--total", type=int, default=TOTAL)
+    args = parser.parse_args(argv)
+    os.umask(0o077)  # the log names the hosts each sandbox reached: root's eyes only
+    state_dir = args.state_dir.resolve()
+    sandboxes_dir(state_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
+    if args.detach:
+        _detach()
+    lock = open(lock_path(state_dir), "a+")  # noqa: SIM115 - held for the process lifetime
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return 0  # another gateway serves this state directory
+    _configure_logging(state_dir)
+    pid_path(state_dir).write_text(f"{os.getpid()}\n")
+
+    async def serve() -> None:
+        gateway = Gateway(state_dir, args.idle_exit, args.mark, args.per_sandbox, args.total)
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, gateway.stopping.set)
+        loop.add_signal_handler(signal.SIGINT, gateway.stopping.set)
+        loop.add_signal_handler(signal.SIGUSR1, gateway.woken.set)
+        await gateway.run()
+
+    log.info("gateway started (pid %s, state %s)", os.getpid(), state_dir)
+    try:
+        asyncio.run(serve())
+    finally:
+        pid_path(state_dir).unlink(missing_ok=True)
+        log.info("gateway stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
