@@ -26,6 +26,13 @@ from app.tenancy import current_tenant
 ONE_RUN = "/sessions/<uuid:session_id>/runs/<uuid:run_id>"
 
 
+class EgressDenial(Out):
+    host: str = Field(description="The name the connection presented (SNI or Host), else "
+                      "the address")
+    port: int
+    count: int
+
+
 class RunOut(Out):
     id: str
     session_id: str
@@ -41,6 +48,9 @@ class RunOut(Out):
     stdout_bytes: int
     stderr_bytes: int
     truncated: bool
+    egress_denied: list[EgressDenial] | None = Field(
+        default=None, description="Docker: the connections the egress gateway refused "
+        "during this command, per host and port (the egress log has each one)")
     error: str | None
     created_at: datetime
     finished_at: datetime | None

@@ -13,7 +13,7 @@ from pydantic import Field
 from app.api import bp
 from app.api._core import Out, Strict, doc, ok, parse_body, parse_query, project
 from app.api.paging import PageQuery, ok_page, window
-from app.api.runs import run_out
+from app.api.runs import EgressDenial, run_out
 from app.api.workspace_sessions import EndedOut, ended_out
 from app.auth.guards import guard
 from app.models import Role, SandboxSession
@@ -66,6 +66,9 @@ class ExecOut(Out):
     missing_env: list[str] | None = Field(
         default=None, description="With `skill`: required variables still unset (a run with "
         "any is refused with `missing_env`, so a run that happened lists none)")
+    egress_denied: list[EgressDenial] | None = Field(
+        default=None, description="Docker: the connections the egress gateway refused "
+        "during this command, per host and port (the egress log has each one)")
 
 
 def _own(session_id: str) -> SandboxSession:

@@ -126,6 +126,9 @@ class ExecResult:
     duration_ms: int
     timed_out: bool = False
     truncated: bool = False
+    # Docker's egress gateway: what it refused during this command, [{host, port, count}]
+    # (host: the name the connection presented, else the address).
+    egress_denied: tuple[dict, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from datetime import datetime
 
-from sqlalchemy import Enum, ForeignKey, Index, String, Text
+from sqlalchemy import JSON, Enum, ForeignKey, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.extensions import db
@@ -50,6 +50,8 @@ class ExecRun(db.Model):
     stdout_bytes: Mapped[int] = mapped_column(default=0)
     stderr_bytes: Mapped[int] = mapped_column(default=0)
     truncated: Mapped[bool] = mapped_column(default=False)
+    # What Docker's egress gateway refused during the run: [{host, port, count}].
+    egress_denied: Mapped[list | None] = mapped_column(JSON)
     error: Mapped[str | None] = mapped_column(String(300))
     # The provider's handle of the running command (Docker: exec id and start ticks).
     exec_ref: Mapped[str | None] = mapped_column(String(200))

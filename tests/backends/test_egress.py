@@ -1028,3 +1028,18 @@ def test_a_stopped_gateway_fails_closed_and_the_next_command_brings_it_back(
     assert connect(sandboxes, sandbox, "tls", GOOD, TLS_PORT, "good.test.example") == \
         f"{GOOD} good.test.example"
     assert sandboxes.backend.egress.gateway_running()
+
+
+def test_a_command_s_result_lists_what_the_gateway_refused_during_it(world, sandboxes, by_name):
+    denied_twice = (f"python3 -c {shlex.quote(CLIENT)} http {GOOD} {HTTP_PORT} bad.test.example;"
+                    f" python3 -c {shlex.quote(CLIENT)} http {BAD} {HTTP_PORT} bad.test.example;"
+                    f" python3 -c {shlex.quote(CLIENT)} tls {GOOD} {TLS_PORT} good.test.example;"
+                    f" python3 -c {shlex.quote(CLIENT)} raw {B} {RAW_PORT} -")
+
+    result = sandboxes.backend.exec(by_name.id, denied_twice, timeout_sec=60)
+
+    assert result.egress_denied == (
+        {"host": B, "port": RAW_PORT, "count": 1},
+        {"host": "bad.test.example", "port": HTTP_PORT, "count": 2},
+    )
+    assert sandboxes.backend.exec(by_name.id, "true").egress_denied == ()  # only its own

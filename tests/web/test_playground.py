@@ -378,3 +378,30 @@ def test_a_session_on_a_deleted_config_says_so(two_tenants, login_as):
     response = run(client, session_id, PRINT_ONE)
     assert response.status_code == 404
     assert "No such sandbox config in this workspace." in entry(text(response))
+
+
+def test_a_run_lists_what_the_egress_policy_refused_during_it(two_tenants, login_as):
+    """Issue 24 item 3: a command that failed because the gateway refused a host says so
+    under the run, instead of leaving the member to guess at a timeout."""
+    import uuid
+
+    from app.models import ExecRun, RunStatus
+
+    a, _ = two_tenants
+    client = login_as(a.viewer, a.tenant)
+    session_id = open_session(client, make_config(a))
+    stored = ExecRun(id=str(uuid.uuid4()), tenant_id=a.tenant.id, session_id=session_id,
+                     user_id=a.viewer.id, command="pip install requests",
+                     status=RunStatus.failed, exit_code=1, duration_ms=900,
+                     finished_at=utcnow(),
+                     egress_denied=[{"host": "pypi.org", "port": 443, "count": 3},
+                                    {"host": "files.example", "port": 80, "count": 1}])
+    db.session.add(stored)
+    db.session.commit()
+
+    fragment = text(client.get(f"/playground/{session_id}/runs/{stored.id}",
+                               headers=htmx_headers(client, f"/playground/{session_id}")))
+
+    assert "egress policy refused connections during this command" in fragment
+    assert "<code>pypi.org:443</code> <span class=\"muted\">×3</span>" in fragment
+    assert "<code>files.example:80</code></li>" in fragment

@@ -134,9 +134,11 @@ class DockerCommands:
         recent = self._recent(sandbox_id)
         data = recent if recent is not None else self._running_data(sandbox_id)
         egress_id = egress_id_of(data)
+        egress_mark = 0
         if egress_id:
             with self._errors("restore sandbox egress"):
                 self.egress.revive(egress_id)
+            egress_mark = self.egress.log_mark(egress_id)
         # The exit code comes back as the last line of stderr, behind a marker the
         # command cannot guess: one engine round trip (exec inspect) less per exec.
         marker = f"\n.sandlot-exit-{secrets.token_hex(8)}:"
@@ -159,7 +161,9 @@ class DockerCommands:
         return ExecResult(stdout=run.stdout.decode("utf-8", "replace"),
                           stderr=_noted(run.stderr.decode("utf-8", "replace"), note),
                           exit_code=exit_code, duration_ms=int(run.elapsed * 1000),
-                          timed_out=killed or run.deadline_hit, truncated=run.truncated)
+                          timed_out=killed or run.deadline_hit, truncated=run.truncated,
+                          egress_denied=self.egress.denied_since(egress_id, egress_mark)
+                          if egress_id else ())
 
     def cancel_exec(self, sandbox_id: str, ref: str) -> bool:
         """Kill a running exec's whole process tree, including what left its process

@@ -58,6 +58,7 @@ class ExecOutcome:
     sandbox_id: str
     reused: bool
     missing_env: list[str] | None = None
+    egress_denied: list[dict] | None = None  # [{host, port, count}] the gateway refused
 
 
 # -- sessions -----------------------------------------------------------------------------
@@ -302,7 +303,8 @@ def _outcome(result: ExecResult, sandbox_id: str, reused: bool) -> ExecOutcome:
     if result.truncated:
         stdout += f"\n[output truncated: only the first {OUTPUT_LIMIT // 1024} KiB are shown]\n"
     return ExecOutcome(stdout, result.stderr, result.exit_code, result.duration_ms,
-                       result.timed_out, result.truncated, sandbox_id, reused)
+                       result.timed_out, result.truncated, sandbox_id, reused,
+                       egress_denied=[dict(d) for d in result.egress_denied])
 
 
 @contextmanager

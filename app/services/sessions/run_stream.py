@@ -25,6 +25,7 @@ STREAMS = ("stdout", "stderr")
 def final_frame(run: ExecRun) -> dict[str, Any]:
     return {"done": True, "status": str(run.status), "exit_code": run.exit_code,
             "duration_ms": run.duration_ms, "truncated": run.truncated,
+            "egress_denied": run.egress_denied,
             "error": run.error}
 
 

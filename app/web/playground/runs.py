@@ -35,6 +35,7 @@ def run_view(run: ExecRun) -> dict[str, Any]:
             "elapsed_s": max(0, int((end - run.created_at).total_seconds())),
             "duration_ms": run.duration_ms, "stdout": run.stdout, "stderr": run.stderr,
             "truncated": run.truncated, "error": run.error,
+            "egress_denied": run.egress_denied or [],
             "cancel_requested": run.cancel_requested,
             "can_stop": running and not run.cancel_requested}
 

@@ -127,11 +127,21 @@ class Spool:
                 os.close(fd)
 
 
-def read_log(state_dir: Path, net_id: str, since: float = 0.0) -> list[dict]:
-    """A sandbox's log lines from `since` (epoch seconds) on."""
+def log_size(state_dir: Path, net_id: str) -> int:
+    """Where a sandbox's log ends now: `read_log(..., offset=)` reads what comes after."""
+    try:
+        return (egress_log_dir(state_dir) / f"{net_id}.jsonl").stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def read_log(state_dir: Path, net_id: str, since: float = 0.0, offset: int = 0) -> list[dict]:
+    """A sandbox's log lines from `since` (epoch seconds) on, after byte `offset`."""
     path = egress_log_dir(state_dir) / f"{net_id}.jsonl"
     try:
-        text = path.read_text()
+        with path.open("rb") as handle:
+            handle.seek(offset)
+            text = handle.read(LOG_FILE_MAX).decode("utf-8", "replace")
     except FileNotFoundError:
         return []
     rows = []
@@ -143,6 +153,17 @@ def read_log(state_dir: Path, net_id: str, since: float = 0.0) -> list[dict]:
         if isinstance(row, dict) and float(row.get("t") or 0) >= since:
             rows.append(row)
     return rows
+
+
+def denied(rows: list[dict]) -> tuple[dict, ...]:
+    """Refused connections as a command's result lists them: per (host, port), a count."""
+    counts: dict[tuple[str, int], int] = {}
+    for row in rows:
+        if row.get("verdict") == "denied":
+            key = (str(row.get("host") or row.get("address") or ""), int(row.get("port") or 0))
+            counts[key] = counts.get(key, 0) + 1
+    return tuple({"host": host, "port": port, "count": count}
+                 for (host, port), count in sorted(counts.items()))
 
 
 # -- serving -----------------------------------------------------------------------------
@@ -338,8 +359,9 @@ class Gateway:
             "allowed" if decision.allowed else "denied"), rule=decision.rule)
         if not decision.allowed or target is None:
             record.update(sent=len(first), received=0, ms=0)
-            self._deny(net, writer, protocol, name or ip, decision)
             self.spool.add(net.id, record)
+            self.spool.flush()  # on disk before the sandbox learns of it: its command's
+            self._deny(net, writer, protocol, name or ip, decision)  # result lists it
             return
         upstream = await self._connect(target, port)
         if isinstance(upstream, str):

@@ -167,6 +167,14 @@ class EgressManager:
                         net_id)
             self.ensure(net_id)
 
+    def log_mark(self, net_id: str) -> int:
+        """Where the sandbox's egress log ends before a command (see `denied_since`)."""
+        return gateway.log_size(self.settings.state_dir, net_id)
+
+    def denied_since(self, net_id: str, mark: int) -> tuple[dict, ...]:
+        """What the gateway refused for this sandbox since `log_mark`."""
+        return gateway.denied(gateway.read_log(self.settings.state_dir, net_id, offset=mark))
+
     def load(self, net_id: str) -> SandboxNet | None:
         try:
             return SandboxNet.from_dict(json.loads(self._state_file(net_id).read_text()))
