@@ -28,11 +28,13 @@ from pathlib import Path
 
 import pytest
 
-from app.backends.docker.egress import dns, manager, nft
+from app.backends.docker.egress import dns, gateway, manager, nft
 from tests.backends.conftest import in_ci, require_docker
 
 NETNS, VETH_HOST, VETH_NS = "sandlot-check-test", "sltc-host", "sltc-ns"
 ROUTE_TABLE, RULE_PREF = "52116", "5216"
+# The egress gateway's upstream connections (from the host) carry this mark: same table.
+GATEWAY_MARK, MARK_RULE_PREF = "0x5216", "5217"
 POOL = "10.216.0.0/16"
 NET = "192.175.48"  # globally reachable per IANA
 HOST_IP, OPEN, DENIED, NO_DNS = f"{NET}.1", f"{NET}.10", f"{NET}.11", f"{NET}.53"
@@ -87,6 +89,7 @@ def require_world() -> None:
 
 def _teardown() -> None:
     sh("ip", "rule", "del", "pref", RULE_PREF, check=False)
+    sh("ip", "rule", "del", "pref", MARK_RULE_PREF, check=False)
     sh("ip", "route", "flush", "table", ROUTE_TABLE, check=False)
     sh("ip", "link", "del", VETH_HOST, check=False)
     sh("ip", "netns", "del", NETNS, check=False)
@@ -118,6 +121,8 @@ def world(tmp: Path) -> Iterator[None]:
         sh("ip", "route", "add", "throw", POOL, "table", ROUTE_TABLE)
         sh("ip", "route", "add", "blackhole", "default", "table", ROUTE_TABLE)
         sh("ip", "rule", "add", "pref", RULE_PREF, "from", POOL, "lookup", ROUTE_TABLE)
+        sh("ip", "rule", "add", "pref", MARK_RULE_PREF, "fwmark", GATEWAY_MARK, "lookup",
+           ROUTE_TABLE)
         table = sh("ip", "route", "show", "table", ROUTE_TABLE).stdout
         assert "blackhole default" in table, table
         server = subprocess.Popen(
@@ -129,18 +134,19 @@ def world(tmp: Path) -> Iterator[None]:
             patch.setenv("SANDBOX_EGRESS_STATE_DIR", str(tmp))
             patch.setenv("SANDBOX_EGRESS_SUBNETS", POOL)
             patch.setenv("SANDBOX_DNS_UPSTREAM", NO_DNS)
+            patch.setenv("SANDBOX_EGRESS_GATEWAY_MARK", GATEWAY_MARK)
             yield
     finally:
         if server is not None:
             server.terminate()
             server.wait(timeout=10)
-        _stop_resolver(tmp)
+        _stop_daemon(dns.pid_path(tmp), dns.lock_path(tmp))
+        _stop_daemon(gateway.pid_path(tmp), gateway.lock_path(tmp))
         _teardown()
         lock.close()
 
 
-def _stop_resolver(state_dir: Path) -> None:
-    pid_file = dns.pid_path(state_dir)
+def _stop_daemon(pid_file: Path, lock: Path) -> None:
     if not pid_file.exists():
         return
     try:
@@ -148,5 +154,5 @@ def _stop_resolver(state_dir: Path) -> None:
     except (ProcessLookupError, ValueError):
         return
     deadline = time.monotonic() + 10
-    while manager.resolver_running(state_dir) and time.monotonic() < deadline:
+    while manager.holds_lock(lock) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -134,7 +134,7 @@ class DockerCommands:
         recent = self._recent(sandbox_id)
         data = recent if recent is not None else self._running_data(sandbox_id)
         egress_id = egress_id_of(data)
-        egress_mark = 0
+        egress_mark = None
         if egress_id:
             with self._errors("restore sandbox egress"):
                 self.egress.revive(egress_id)
@@ -163,7 +163,7 @@ class DockerCommands:
                           exit_code=exit_code, duration_ms=int(run.elapsed * 1000),
                           timed_out=killed or run.deadline_hit, truncated=run.truncated,
                           egress_denied=self.egress.denied_since(egress_id, egress_mark)
-                          if egress_id else ())
+                          if egress_id and egress_mark else ())
 
     def cancel_exec(self, sandbox_id: str, ref: str) -> bool:
         """Kill a running exec's whole process tree, including what left its process

@@ -51,6 +51,7 @@ from dnslib import QTYPE, DNSError, DNSRecord
 
 from app.backends.docker.egress import decide, dns_answer, nft
 from app.backends.docker.egress.dns import sandboxes_dir
+from app.backends.docker.egress.log_files import Spool
 from app.backends.docker.egress.policy import SandboxNet
 from app.backends.docker.egress.sniff import HEAD_MAX, sniff
 
@@ -68,7 +69,6 @@ IDLE_SEC = 600.0  # a connection with no byte either way for this long is closed
 BUFFER = 65536
 ANSWER_CACHE_MAX = 1024
 LOG_FLUSH_SEC = 0.5
-LOG_FILE_MAX = 16 << 20  # a sandbox's log file beyond this drops new lines (and counts them)
 
 log = logging.getLogger("sandlot.egress.gateway")
 
@@ -85,85 +85,11 @@ def log_path(state_dir: Path) -> Path:
     return state_dir / "gateway.log"
 
 
-def egress_log_dir(state_dir: Path) -> Path:
-    return state_dir / "egress-log"
-
-
 def denial_text(net: SandboxNet, decision: decide.Decision) -> str:
     """The body a denied plain-HTTP request gets: short, for a person or an agent."""
     whose = f"of '{net.policy.name}'" if net.policy.name else "of this sandbox"
     return (f"denied by Sandlot egress policy {whose}: {decision.reason} "
             f"(rule: {decision.rule}); ask an admin\n")
-
-
-# -- the log -----------------------------------------------------------------------------
-
-class Spool:
-    """Log lines, written in batches per sandbox (one append per flush)."""
-
-    def __init__(self, state_dir: Path):
-        self.folder = egress_log_dir(state_dir)
-        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.pending: dict[str, list[str]] = {}
-
-    def add(self, net_id: str, record: dict) -> None:
-        self.pending.setdefault(net_id, []).append(json.dumps(record, sort_keys=True))
-
-    def flush(self) -> None:
-        pending, self.pending = self.pending, {}
-        for net_id, lines in pending.items():
-            path = self.folder / f"{net_id}.jsonl"
-            try:
-                size = path.stat().st_size
-            except FileNotFoundError:
-                size = 0
-            if size > LOG_FILE_MAX:
-                log.warning("sandbox %s: egress log full, %d lines dropped", net_id, len(lines))
-                continue
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-            try:
-                os.write(fd, ("\n".join(lines) + "\n").encode())
-            finally:
-                os.close(fd)
-
-
-def log_size(state_dir: Path, net_id: str) -> int:
-    """Where a sandbox's log ends now: `read_log(..., offset=)` reads what comes after."""
-    try:
-        return (egress_log_dir(state_dir) / f"{net_id}.jsonl").stat().st_size
-    except FileNotFoundError:
-        return 0
-
-
-def read_log(state_dir: Path, net_id: str, since: float = 0.0, offset: int = 0) -> list[dict]:
-    """A sandbox's log lines from `since` (epoch seconds) on, after byte `offset`."""
-    path = egress_log_dir(state_dir) / f"{net_id}.jsonl"
-    try:
-        with path.open("rb") as handle:
-            handle.seek(offset)
-            text = handle.read(LOG_FILE_MAX).decode("utf-8", "replace")
-    except FileNotFoundError:
-        return []
-    rows = []
-    for line in text.splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict) and float(row.get("t") or 0) >= since:
-            rows.append(row)
-    return rows
-
-
-def denied(rows: list[dict]) -> tuple[dict, ...]:
-    """Refused connections as a command's result lists them: per (host, port), a count."""
-    counts: dict[tuple[str, int], int] = {}
-    for row in rows:
-        if row.get("verdict") == "denied":
-            key = (str(row.get("host") or row.get("address") or ""), int(row.get("port") or 0))
-            counts[key] = counts.get(key, 0) + 1
-    return tuple({"host": host, "port": port, "count": count}
-                 for (host, port), count in sorted(counts.items()))
 
 
 # -- serving -----------------------------------------------------------------------------
@@ -289,7 +215,7 @@ class Gateway:
         if served.open >= self.per_sandbox or self.total >= self.total_max:
             log.warning("sandbox %s: connection limit reached (%d here, %d in all)", net.id,
                         served.open, self.total)
-            self.spool.add(net.id, {"t": time.time(), "verdict": "denied",
+            self.spool.add(net.id, {"t": time.time(), "verdict": "denied", "meta": net.metadata,
                                     "rule": "built-in: connection limit", "protocol": "tcp"})
             _reset(writer)
             return
@@ -338,7 +264,8 @@ class Gateway:
         quick = by_address.allowed or learned or not policy.domains
         first, (protocol, name) = await self._first_bytes(
             reader, SNIFF_SHORT_SEC if quick else SNIFF_SEC)
-        record = {"t": round(started, 3), "host": name, "port": port, "protocol": protocol}
+        record = {"t": round(started, 3), "host": name, "port": port, "protocol": protocol,
+                  "meta": net.metadata}
         target: str | None = ip
         if name is not None:
             decision = decide.by_name(policy, name)

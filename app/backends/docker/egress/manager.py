@@ -33,7 +33,7 @@ import docker
 from dnslib import RCODE, DNSRecord
 
 from app.backends.base import BackendError, ResolvedNetworkPolicy
-from app.backends.docker.egress import dns, gateway, nft
+from app.backends.docker.egress import dns, gateway, log_files, nft
 from app.backends.docker.egress.dns_answer import PROBE_SUFFIX
 from app.backends.docker.egress.policy import EGRESS_ID, EgressPolicy, SandboxNet
 from app.backends.docker.egress.settings import ROOT, SUBNET_PREFIX, EgressSettings
@@ -167,13 +167,13 @@ class EgressManager:
                         net_id)
             self.ensure(net_id)
 
-    def log_mark(self, net_id: str) -> int:
+    def log_mark(self, net_id: str) -> log_files.Mark:
         """Where the sandbox's egress log ends before a command (see `denied_since`)."""
-        return gateway.log_size(self.settings.state_dir, net_id)
+        return log_files.mark(self.settings.state_dir, net_id)
 
-    def denied_since(self, net_id: str, mark: int) -> tuple[dict, ...]:
+    def denied_since(self, net_id: str, mark: log_files.Mark) -> tuple[dict, ...]:
         """What the gateway refused for this sandbox since `log_mark`."""
-        return gateway.denied(gateway.read_log(self.settings.state_dir, net_id, offset=mark))
+        return log_files.denied(log_files.since(self.settings.state_dir, net_id, mark))
 
     def load(self, net_id: str) -> SandboxNet | None:
         try:
