@@ -79,6 +79,8 @@ class BaseConfig:
     JWT_TTL_SECONDS = int(_env("JWT_TTL_SECONDS", "3600") or 3600)
     # A browser sign-in ends at sign-out, or this many days after it began.
     LOGIN_SESSION_MAX_AGE_DAYS = _int("LOGIN_SESSION_MAX_AGE_DAYS", 30)
+    # The egress log (Docker's egress gateway): rows older than this are swept.
+    EGRESS_LOG_RETENTION_DAYS = _int("EGRESS_LOG_RETENTION_DAYS", 7)
     # How long an invitation link stays usable.
     INVITATION_TTL_HOURS = _int("INVITATION_TTL_HOURS", 7 * 24)
     # Password sign-in limits (web form and POST /api/v1/auth/login together); only failed

@@ -43,6 +43,27 @@ pytest_plugins = ["tests.docker_engine", "tests.snapshot_guard"]
 # No lookup leaves this machine (the sandboxes' resolver and "explain this destination"
 # forward names to this upstream): a closed local port unless a test names its own.
 os.environ.setdefault("SANDBOX_DNS_UPSTREAM", "127.0.0.1:9")
+# Each pytest-xdist worker has egress state of its own (sandbox state files, resolver,
+# gateway, egress log files): what one worker's sandboxes wrote is never ingested into
+# another worker's database. Its daemons stop when the worker's session ends.
+if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("SANDBOX_EGRESS_STATE_DIR"):
+    os.environ["SANDBOX_EGRESS_STATE_DIR"] += "-" + os.environ["PYTEST_XDIST_WORKER"]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    import signal
+    from pathlib import Path
+
+    from app.backends.docker.egress import dns, gateway
+
+    state_dir = Path(os.environ.get("SANDBOX_EGRESS_STATE_DIR") or "")
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not state_dir.is_dir():
+        return
+    for pid_file in (dns.pid_path(state_dir), gateway.pid_path(state_dir)):
+        try:
+            os.kill(int(pid_file.read_text()), signal.SIGTERM)
+        except (OSError, ValueError):
+            pass
 
 CSRF_META = re.compile(r'<meta name="csrf-token" content="([^"]+)"')
 # How long cleanup waits for a test's jobs and requests before it names them and fails.

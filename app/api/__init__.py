@@ -7,6 +7,7 @@ bp = Blueprint("api", __name__, url_prefix="/api/v1")
 from app.api import (  # noqa: E402,F401
     api_keys,
     auth,
+    egress,
     install_streams,
     installed_skills,
     invitations,

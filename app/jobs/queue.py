@@ -14,6 +14,7 @@ from app.jobs.pool import FairPool
 from app.models import Job, JobStatus
 from app.services import job_limits
 from app.services import jobs as job_service
+from app.services.sandboxes import egress_log
 from app.services.sandboxes import image as skill_image
 from app.services.sessions import binding, ending
 from app.services.skills.installs import control as skill_runs
@@ -244,8 +245,9 @@ def start_reaper(app: Flask, interval: float = 30.0,
     """A daemon thread that, every `interval` seconds until `stop` is set, fails silent job
     rows, ends skill installs whose run died (and frees their image lock), pauses Docker
     sandboxes idle past their TTL (E2B and Cube pause themselves), retries the removal
-    of ended sessions' sandboxes whose provider was unreachable, and releases superseded
-    skill snapshots past their retention."""
+    of ended sessions' sandboxes whose provider was unreachable, releases superseded
+    skill snapshots past their retention, and moves the egress log's new lines into the
+    database (sweeping rows past their retention)."""
     stop = stop or threading.Event()
 
     def loop() -> None:
@@ -257,7 +259,8 @@ def start_reaper(app: Flask, interval: float = 30.0,
                                ("skill run reaper", skill_runs.reap),
                                ("idle pause", binding.pause_idle),
                                ("sandbox removal sweep", ending.sweep),
-                               ("expired snapshot sweep", skill_image.sweep_expired)):
+                               ("expired snapshot sweep", skill_image.sweep_expired),
+                               ("egress log", egress_log.housekeeping)):
                 with app.app_context():
                     try:
                         task()

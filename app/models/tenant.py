@@ -6,7 +6,7 @@ import enum
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from sqlalchemy import JSON, Boolean, Enum, ForeignKey, String, UniqueConstraint
+from sqlalchemy import JSON, Boolean, Enum, ForeignKey, String, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.extensions import db
@@ -39,6 +39,9 @@ class Tenant(db.Model):
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(100), unique=True)
     scripts_disabled: Mapped[bool] = mapped_column(Boolean, default=False)
+    # The egress log keeps nothing of this workspace's sandboxes while set (issue 24).
+    egress_log_disabled: Mapped[bool] = mapped_column(Boolean, default=False,
+                                                      server_default=false())
     # The operator's quota overrides for this workspace ({quota name: limit}; services.quotas).
     quotas: Mapped[dict[str, int] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -8,7 +8,7 @@ from flask import Blueprint
 
 bp = Blueprint("web", __name__)
 
-from app.web import _format, activity, dashboard, jobs, personal_env  # noqa: E402,F401
+from app.web import _format, activity, dashboard, egress, jobs, personal_env  # noqa: E402,F401
 from app.web.identity import account, api_keys, auth, invitations, members  # noqa: E402,F401
 from app.web.playground import console, runs  # noqa: E402,F401
 from app.web.sandboxes import check, configs, editor, sessions, templates  # noqa: E402,F401

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.backends.docker.egress import dns_limits
+from app.backends.docker.egress import dns_limits, log_files
 from app.backends.docker.egress.dns_answer import answer, read_exact
 from app.backends.docker.egress.dns_limits import Share
 from app.backends.docker.egress.policy import SandboxNet
@@ -252,10 +252,21 @@ class Resolver:
         self.wake_r.close()
         self.wake_w.close()
 
-    @staticmethod
-    def _udp(served: Served, data: bytes, peer: tuple[str, int]) -> None:
+    def refused(self, net: SandboxNet, name: str) -> None:
+        """A name refused by policy: a line of the sandbox's egress log (written at once,
+        so the command that asked lists it)."""
+        record = {"t": round(time.time(), 3), "meta": net.metadata, "protocol": "dns",
+                  "host": name, "address": None, "port": 53, "verdict": "denied",
+                  "rule": "default deny", "sent": 0, "received": 0, "ms": 0}
         try:
-            reply = answer(served.net, data) if served.from_sandbox(peer) else None
+            log_files.append(self.state_dir, net.id, [json.dumps(record, sort_keys=True)])
+        except OSError as exc:
+            log.warning("sandbox %s: egress log not written: %s", net.id, exc)
+
+    def _udp(self, served: Served, data: bytes, peer: tuple[str, int]) -> None:
+        try:
+            reply = answer(served.net, data, self.refused) if served.from_sandbox(peer) \
+                else None
             if reply is not None:
                 served.udp.sendto(reply, peer)
         except Exception:  # noqa: BLE001 - one bad query must not stop the resolver
@@ -263,8 +274,7 @@ class Resolver:
         finally:
             served.share.done_query()
 
-    @staticmethod
-    def _tcp(served: Served, conn: socket.socket) -> None:
+    def _tcp(self, served: Served, conn: socket.socket) -> None:
         with conn:
             try:
                 if not served.from_sandbox(conn.getpeername()):
@@ -280,7 +290,7 @@ class Resolver:
                     if not served.share.admit_query():
                         return  # over its share: the client retries, maybe over UDP
                     try:
-                        reply = answer(served.net, data)
+                        reply = answer(served.net, data, self.refused)
                     finally:
                         served.share.done_query()
                     if reply is None:

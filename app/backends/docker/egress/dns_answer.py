@@ -18,6 +18,7 @@ import logging
 import socket
 import struct
 import time
+from collections.abc import Callable
 
 from dnslib import QTYPE, RCODE, DNSError, DNSHeader, DNSRecord
 
@@ -105,8 +106,10 @@ def _learn(net: SandboxNet, qname: str, response: bytes) -> bytes:
     return answer.pack() if capped else response
 
 
-def answer(net: SandboxNet, data: bytes) -> bytes | None:
-    """The reply to one query from `net`'s sandbox; None to drop what is not a query."""
+def answer(net: SandboxNet, data: bytes,
+           on_refused: Callable[[SandboxNet, str], None] | None = None) -> bytes | None:
+    """The reply to one query from `net`'s sandbox; None to drop what is not a query.
+    `on_refused(net, name)` hears of each name refused by policy (the egress log)."""
     try:
         query = DNSRecord.parse(data)
     except (DNSError, ValueError, IndexError, struct.error):
@@ -125,6 +128,8 @@ def answer(net: SandboxNet, data: bytes) -> bytes | None:
     if policy.deny_all and not allowed:
         log.info("sandbox %s: %s %s refused (not in allow_out)", net.id,
                  QTYPE.get(query.q.qtype), qname)
+        if on_refused is not None:
+            on_refused(net, qname)
         return _reply(query, RCODE.NXDOMAIN)
     upstream = _upstream(net.upstream)
     response = forward(data, upstream, query.header.id) if upstream else None

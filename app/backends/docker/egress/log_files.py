@@ -24,6 +24,7 @@ import fcntl
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,13 +148,14 @@ def denied(rows: list[dict]) -> tuple[dict, ...]:
 
 # -- the ingester ------------------------------------------------------------------------
 
-def collect(state_dir: Path, limit: int = 5000) -> list[dict]:
-    """Up to about `limit` lines not taken before, oldest files first; each row gains
-    `egress_id`. The files of sandboxes that are gone (no state file) are removed once
-    taken whole."""
+def collect(state_dir: Path, store: Callable[[list[dict]], None], limit: int = 5000) -> int:
+    """Hand up to about `limit` lines not taken before, oldest files first, to `store`
+    (each row gains `egress_id`); the cursor moves only once `store` returned, so a
+    failed store takes the same lines again next time. The files of sandboxes that are
+    gone (no state file) are removed once taken whole. How many lines were stored."""
     base = folder(state_dir)
     if not base.is_dir():
-        return []
+        return 0
     live = {path.stem for path in (state_dir / "sandboxes").glob("*.json")}
     with open(base / LOCK, "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -174,13 +176,14 @@ def collect(state_dir: Path, limit: int = 5000) -> list[dict]:
                 continue
             net_id = path.name.split(".", 1)[0]
             offset = cursor.get(info.st_ino, 0)
+            # Taken whole and stored by an earlier pass: only then may the file go.
+            whole = offset >= info.st_size
             if len(taken) < limit and offset < info.st_size:
                 rows, offset = _lines(path, offset)
                 for row in rows:
                     row["egress_id"] = net_id
                 taken += rows
             seen[info.st_ino] = offset
-            whole = offset >= info.st_size
             idle = now - info.st_mtime
             if whole and path.suffix == ".taken" and idle > KEEP_TAKEN_SEC:
                 path.unlink(missing_ok=True)
@@ -190,7 +193,9 @@ def collect(state_dir: Path, limit: int = 5000) -> list[dict]:
                 seen.pop(info.st_ino, None)
             elif whole and path.suffix == ".jsonl" and info.st_size >= ROTATE_BYTES:
                 path.rename(base / f"{net_id}.{int(now * 1000)}.taken")
+        if taken:
+            store(taken)
         temp = base / f"{CURSOR}.tmp"
         temp.write_text(json.dumps({str(k): v for k, v in seen.items()}))
         temp.replace(cursor_path)
-        return taken
+        return len(taken)

@@ -1,0 +1,125 @@
+"""The egress log over the API (issue 24 item 2): the workspace's (admins) and one
+session's (its member, and admins). Rows come from Docker's egress gateway; E2B and
+Cube enforce egress in their own networks and log nothing here."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Literal
+
+from flask import g
+from pydantic import Field, field_validator
+
+from app.api import bp
+from app.api._core import Out, doc, parse_query, project
+from app.api.paging import PageQuery, ok_page, window
+from app.auth.guards import FULL_ACCESS, guard
+from app.errors import NotFound
+from app.models import EgressEvent, Role, SandboxConfig, SandboxSession
+from app.services.sandboxes import egress_log
+from app.services.sessions import lifecycle as sessions
+from app.tenancy import current_tenant, get_or_404
+
+
+class EgressQuery(PageQuery):
+    verdict: Literal["allowed", "denied", "failed"] | None = Field(
+        default=None, description="Only rows with this verdict")
+    host: str | None = Field(default=None, max_length=253,
+                             description="Only destinations whose name or address contains this")
+    since: datetime | None = Field(default=None, description="From this time on (ISO 8601; "
+                                   "UTC when it names no zone)")
+    until: datetime | None = Field(default=None, description="Before this time")
+
+    @field_validator("since", "until")
+    @classmethod
+    def _utc(cls, value: datetime | None) -> datetime | None:
+        return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None \
+            else value
+
+
+class WorkspaceEgressQuery(EgressQuery):
+    sandbox_config_id: str | None = Field(default=None, max_length=36,
+                                          description="Only this config's sandboxes")
+    session_id: str | None = Field(default=None, max_length=36,
+                                   description="Only this session's sandbox")
+    member_id: int | None = Field(default=None, ge=1,
+                                  description="Only the sessions of this member (user id)")
+
+
+class EgressEventOut(Out):
+    id: int
+    at: datetime = Field(description="When the connection opened")
+    sandbox_config_id: str | None
+    session_id: str | None = Field(description="Null for installs and checks")
+    member_id: int | None = Field(description="The session's member (user id)")
+    purpose: str = Field(description="session, install or check")
+    protocol: str = Field(description="tls, http, tcp, or dns (a name the resolver refused)")
+    host: str | None = Field(description="The name the connection presented (TLS SNI, HTTP "
+                             "Host) or looked up; null when it presented none")
+    address: str | None = Field(description="The address connected to (for an allowed "
+                                "name: the one our resolver answered)")
+    port: int
+    verdict: str = Field(description="allowed, denied, or failed (allowed, but the "
+                         "destination did not answer)")
+    rule: str = Field(description="The rule that decided, e.g. `allow_out[2] *.example.org`, "
+                      "`default deny`, `built-in: private-use`")
+    sent: int = Field(description="Bytes from the sandbox")
+    received: int = Field(description="Bytes to the sandbox")
+    duration_ms: int
+
+
+def event_out(row: EgressEvent) -> dict:
+    return project(EgressEventOut, {
+        "id": row.id, "at": row.at, "sandbox_config_id": row.sandbox_config_id,
+        "session_id": row.session_id, "member_id": row.user_id, "purpose": row.purpose,
+        "protocol": row.protocol, "host": row.host, "address": row.address, "port": row.port,
+        "verdict": row.verdict, "rule": row.rule, "sent": row.sent, "received": row.received,
+        "duration_ms": row.duration_ms})
+
+
+def _uuid(raw: str | None, what: str) -> str | None:
+    if raw is None:
+        return None
+    try:
+        return str(uuid.UUID(raw))
+    except ValueError:
+        raise NotFound(f"No such {what} in this workspace.") from None
+
+
+@bp.get("/egress-log")
+@guard(Role.admin, api_key=FULL_ACCESS)
+@doc("The workspace's egress log (admins), newest first: every connection Docker's egress "
+     "gateway decided and every name the sandbox resolver refused, with the deciding rule",
+     query=WorkspaceEgressQuery, response=EgressEventOut, many=True, errors=(400, 404))
+def list_egress_log():
+    query = parse_query(WorkspaceEgressQuery)
+    config_id = _uuid(query.sandbox_config_id, "sandbox config")
+    if config_id is not None:
+        get_or_404(SandboxConfig, config_id, "sandbox config")
+    session_id = _uuid(query.session_id, "session")
+    if session_id is not None:
+        get_or_404(SandboxSession, session_id, "session")
+    egress_log.ingest()
+    filters = egress_log.Filters(config_id=config_id, session_id=session_id,
+                                 user_id=query.member_id, verdict=query.verdict,
+                                 host=query.host, since=query.since, until=query.until)
+    return ok_page(egress_log.page(current_tenant().id, filters, window(query)), event_out)
+
+
+@bp.get("/sessions/<uuid:session_id>/egress")
+@guard(Role.viewer)
+@doc("One session's egress log, newest first: its member's own sessions, or any of the "
+     "workspace's for admins", query=EgressQuery, response=EgressEventOut, many=True,
+     errors=(400, 404))
+def list_session_egress(session_id):
+    query = parse_query(EgressQuery)
+    role = g.principal.role
+    if role is not None and role.at_least(Role.admin):
+        session = get_or_404(SandboxSession, str(session_id), "session")
+    else:
+        session = sessions.get_session(current_tenant(), g.principal.user, str(session_id))
+    egress_log.ingest()
+    filters = egress_log.Filters(session_id=session.id, verdict=query.verdict,
+                                 host=query.host, since=query.since, until=query.until)
+    return ok_page(egress_log.page(current_tenant().id, filters, window(query)), event_out)
