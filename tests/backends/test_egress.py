@@ -148,7 +148,21 @@ def raw_server():  # speaks first on RAW_PORT: the address reached, then closes
         with conn:
             conn.sendall(conn.getsockname()[0].encode())
 
-TLS_PORT, RAW_PORT = 8443, 9000
+def hold_server():  # on HOLD_PORT: keeps each connection open until its client closes it
+    listener = socket.create_server(("0.0.0.0", HOLD_PORT), backlog=1024)
+    def one(conn):
+        with conn:
+            try:
+                while conn.recv(4096):
+                    pass
+            except OSError:
+                pass
+    while True:
+        conn, _ = listener.accept()
+        threading.Thread(target=one, args=(conn,), daemon=True).start()
+
+TLS_PORT, RAW_PORT, HOLD_PORT = 8443, 9000, 9001
+threading.Thread(target=hold_server, daemon=True).start()
 threading.Thread(target=tls_server, daemon=True).start()
 threading.Thread(target=raw_server, daemon=True).start()
 udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -1044,3 +1058,82 @@ def test_a_command_s_result_lists_what_the_gateway_refused_during_it(world, sand
         {"host": "bad.test.example", "port": HTTP_PORT, "count": 2},
     )
     assert sandboxes.backend.exec(by_name.id, "true").egress_denied == ()  # only its own
+
+
+HOLD_PORT = 9001
+HOLD = r"""
+import socket, sys, time
+ip, n, wait = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+held = []
+for _ in range(n):
+    s = socket.create_connection((ip, 9001), timeout=10)
+    s.sendall(b"hello\\n")
+    held.append(s)
+time.sleep(wait)
+alive = 0
+for s in held:  # still open: nothing to read yet (b"" or a reset: closed)
+    s.setblocking(False)
+    try:
+        s.recv(1)
+    except BlockingIOError:
+        alive += 1
+    except OSError:
+        pass
+print(len(held), alive)
+"""
+
+
+def hold(harness: Harness, sandbox: SandboxInfo, n: int, wait: float) -> tuple[int, int]:
+    command = f"python3 -c {shlex.quote(HOLD)} {A} {n} {wait}"
+    result = harness.backend.exec(sandbox.id, command, timeout_sec=120)
+    assert result.exit_code == 0, result.stderr
+    held, alive = result.stdout.split()
+    return int(held), int(alive)
+
+
+def _gateway_pid(state_dir: Path) -> int:
+    return int(gateway.pid_path(state_dir).read_text())
+
+
+def _rss_kib(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmRSS")).split()[1])
+
+
+def test_one_sandbox_holds_at_most_its_share_of_the_gateway(world, sandboxes):
+    sandbox = sandboxes.create(network=named(allow=(A,)))
+
+    held, alive = hold(sandboxes, sandbox, gateway.PER_SANDBOX + 4, wait=2)
+
+    assert (held, alive) == (gateway.PER_SANDBOX + 4, gateway.PER_SANDBOX)
+
+
+def test_a_thousand_open_connections_leave_the_gateways_memory_flat(world, sandboxes,
+                                                                     state_dir):
+    boxes = [sandboxes.create(network=named(allow=(A,))) for _ in range(4)]
+    pid = _gateway_pid(state_dir)
+    base_fds = len(os.listdir(f"/proc/{pid}/fd"))
+    base = _rss_kib(pid)
+    peaks = []
+    for _ in range(2):
+        results: list[tuple[int, int]] = []
+
+        def one(box: SandboxInfo, into: list = results) -> None:
+            into.append(hold(sandboxes, box, 250, wait=8))
+
+        threads = [threading.Thread(target=one, args=(b,)) for b in boxes]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 60
+        while len(os.listdir(f"/proc/{pid}/fd")) < base_fds + 2000:  # both ends of each
+            assert time.monotonic() < deadline, "the connections never all opened"
+            time.sleep(0.2)
+        peaks.append(_rss_kib(pid))
+        for thread in threads:
+            thread.join(120)
+        assert results == [(250, 250)] * 4
+
+    per_connection = (peaks[0] - base) / 1000
+    assert per_connection < 64, f"{per_connection:.1f} KiB per open connection"
+    assert peaks[1] - peaks[0] < 4096, (base, peaks)  # a second thousand: no growth
+    assert pid == _gateway_pid(state_dir)

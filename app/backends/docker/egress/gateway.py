@@ -62,12 +62,16 @@ RESCAN_SEC = 2.0
 IDLE_EXIT_SEC = 300
 PER_SANDBOX = 256  # connections open at once from one sandbox
 TOTAL = 4096  # and over all sandboxes
-SNIFF_SEC = 3.0  # for the first bytes, when only a name can allow the connection
-SNIFF_SHORT_SEC = 0.5  # when the address already allows it (server-speaks-first protocols)
+SNIFF_SEC = 3.0  # more, when only a name could allow the connection
+SNIFF_SHORT_SEC = 0.5  # first bytes of any connection (a server-first protocol waits this)
 CONNECT_SEC = 10.0
 IDLE_SEC = 600.0  # a connection with no byte either way for this long is closed
 BUFFER = 65536
+SPLICE_CHUNK = 1 << 20  # per splice(2), and the relay pipes' size
+SPLICE_F_MOVE, SPLICE_F_NONBLOCK = 1, 2
+F_SETPIPE_SZ = 1031
 ANSWER_CACHE_MAX = 1024
+LEARNED_FRESH_SEC = 1.0  # an address found in the learned set counts this long
 LOG_FLUSH_SEC = 0.5
 
 log = logging.getLogger("sandlot.egress.gateway")
@@ -103,6 +107,100 @@ class Served:
 
     def __post_init__(self) -> None:
         self.subnet = ipaddress.IPv4Network(self.net.subnet)
+
+
+class Relay:
+    """One relayed connection's two directions: bytes each way, last activity, done."""
+
+    def __init__(self) -> None:
+        self.counts = [0, 0]  # from the sandbox, to it
+        self.last = time.monotonic()
+        self.closed = 0
+        self.finished = asyncio.Event()
+
+    def side_done(self) -> None:
+        self.closed += 1
+        if self.closed >= 2:
+            self.finished.set()
+
+
+class Splice:
+    """One direction of a relay, moved by the kernel: splice(2) from the source socket
+    into a pipe and from the pipe into the target socket, never through Python's memory.
+    Non-blocking on the event loop: while the target cannot take more, the source is not
+    read (its sender slows down, as TCP does)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, source, target, relay: Relay,
+                 slot: int):
+        """`source`, `target`: sockets (or asyncio's wrappers of them)."""
+        self.loop, self.source, self.target = loop, source.fileno(), target.fileno()
+        self.target_socket = target
+        self.relay, self.slot = relay, slot
+        self.read_end, self.write_end = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(self.write_end, F_SETPIPE_SZ, SPLICE_CHUNK)
+        self.queued = 0  # bytes in the pipe, not yet in the target
+        self.eof = False
+        self.done = False
+
+    def start(self) -> None:
+        self.loop.add_reader(self.source, self._readable)
+
+    def _readable(self) -> None:
+        try:
+            moved = os.splice(self.source, self.write_end, SPLICE_CHUNK,
+                              flags=SPLICE_F_MOVE | SPLICE_F_NONBLOCK)
+        except BlockingIOError:
+            return
+        except OSError:
+            self._finish(failed=True)
+            return
+        if moved == 0:
+            self.eof = True
+            self.loop.remove_reader(self.source)
+        else:
+            self.relay.counts[self.slot] += moved
+            self.relay.last = time.monotonic()
+            self.queued += moved
+        self._flush()
+
+    def _flush(self) -> None:
+        while self.queued:
+            try:
+                moved = os.splice(self.read_end, self.target, self.queued,
+                                  flags=SPLICE_F_MOVE | SPLICE_F_NONBLOCK)
+            except BlockingIOError:  # the target is full: wait for it, read no more
+                self.loop.remove_reader(self.source)
+                self.loop.add_writer(self.target, self._writable)
+                return
+            except OSError:
+                self._finish(failed=True)
+                return
+            self.queued -= moved
+        if self.eof:  # all passed on: pass the end on too (the other way may go on)
+            with contextlib.suppress(OSError):
+                self.target_socket.shutdown(socket.SHUT_WR)
+            self._finish()
+
+    def _writable(self) -> None:
+        self.loop.remove_writer(self.target)
+        self._flush()
+        if not self.queued and not self.eof and not self.done:
+            self.loop.add_reader(self.source, self._readable)
+
+    def _finish(self, failed: bool = False) -> None:
+        if not self.done:
+            self.done = True
+            self.relay.side_done()
+        if failed:
+            self.relay.finished.set()
+
+    def close(self) -> None:
+        self.loop.remove_reader(self.source)
+        self.loop.remove_writer(self.target)
+        for fd in (self.read_end, self.write_end):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 def _original_destination(sock: socket.socket) -> tuple[str, int]:
@@ -149,6 +247,7 @@ class Gateway:
         self.spool = Spool(state_dir)
         self.local = _local_addresses()
         self.answers: dict[tuple[str, str], tuple[float, list[str]]] = {}
+        self.learned: dict[str, tuple[float, frozenset[str]]] = {}
         self.stopping = asyncio.Event()
         self.woken = asyncio.Event()
 
@@ -257,13 +356,17 @@ class Gateway:
         policy = net.policy
         by_address = decide.by_address(policy, ip, learned=False)
         explicit = by_address.allowed and by_address.rule.startswith("allow_out")
+        # The first bytes, briefly: a client that speaks first has sent them by then.
+        first, (protocol, name) = await self._first_bytes(reader, SNIFF_SHORT_SEC)
         learned = False
-        if not by_address.allowed and not by_address.rule.startswith("built-in"):
-            learned = ip in await asyncio.to_thread(nft.learned, net.id)
-        # Wait long for a name only where one could allow what the address does not.
-        quick = by_address.allowed or learned or not policy.domains
-        first, (protocol, name) = await self._first_bytes(
-            reader, SNIFF_SHORT_SEC if quick else SNIFF_SEC)
+        if name is None and not by_address.allowed and \
+                not by_address.rule.startswith("built-in"):
+            # No name (yet): an address learned from a DNS answer for an allowed name
+            # passes, as in the firewall; otherwise, where a name could allow what the
+            # address does not, wait longer for one.
+            learned = await self._learned(net.id, ip)
+            if not learned and not first and policy.domains:
+                first, (protocol, name) = await self._first_bytes(reader, SNIFF_SEC)
         record = {"t": round(started, 3), "host": name, "port": port, "protocol": protocol,
                   "meta": net.metadata}
         target: str | None = ip
@@ -297,10 +400,20 @@ class Gateway:
             self.spool.add(net.id, record)
             _reset(writer)
             return
-        up_reader, up_writer = upstream
-        sent, received = await self._pipe(reader, writer, up_reader, up_writer, first)
+        sent, received = await self._pipe(reader, writer, upstream, first)
         record.update(sent=sent, received=received, ms=round((time.time() - started) * 1000))
         self.spool.add(net.id, record)
+
+    async def _learned(self, net_id: str, ip: str) -> bool:
+        """Is `ip` in the sandbox's DNS-learned set (asked only for connections that
+        present no name)? A hit counts for LEARNED_FRESH_SEC; a miss reads nft again,
+        since the resolver may have learned it a moment ago."""
+        read_at, found = self.learned.get(net_id, (0.0, frozenset()))
+        if ip in found and time.monotonic() - read_at < LEARNED_FRESH_SEC:
+            return True
+        found = frozenset(await asyncio.to_thread(nft.learned, net_id))
+        self.learned[net_id] = (time.monotonic(), found)
+        return ip in found
 
     def _deny(self, net: SandboxNet, writer: asyncio.StreamWriter, protocol: str,
               host: str, decision: decide.Decision) -> None:
@@ -333,7 +446,8 @@ class Gateway:
                           else f"{name} does not resolve now")
         return (asked if asked in usable else usable[0]), ""
 
-    async def _connect(self, ip: str, port: int):
+    async def _connect(self, ip: str, port: int) -> socket.socket | str:
+        """A connected upstream socket, or why there is none."""
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
             if self.mark:
@@ -341,54 +455,54 @@ class Gateway:
             sock.setblocking(False)
             await asyncio.wait_for(asyncio.get_running_loop().sock_connect(sock, (ip, port)),
                                    CONNECT_SEC)
-            return await asyncio.open_connection(sock=sock, limit=BUFFER)
+            return sock
         except (OSError, TimeoutError) as exc:
             sock.close()
             return "timed out" if isinstance(exc, TimeoutError) else (
                 exc.strerror or type(exc).__name__)
 
-    async def _pipe(self, reader, writer, up_reader, up_writer, first: bytes) -> tuple[int, int]:
-        counts = [len(first), 0]
-        last = [time.monotonic()]
-
-        async def copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter, slot: int) -> None:
-            try:
-                while True:
-                    try:
-                        chunk = await asyncio.wait_for(src.read(BUFFER), IDLE_SEC)
-                    except TimeoutError:
-                        if time.monotonic() - last[0] >= IDLE_SEC:
-                            return
-                        continue
-                    if not chunk:
-                        break
-                    last[0] = time.monotonic()
-                    counts[slot] += len(chunk)
-                    dst.write(chunk)
-                    await dst.drain()
-                with contextlib.suppress(OSError):
-                    if dst.can_write_eof():
-                        dst.write_eof()
-            except OSError:
-                return
-
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    upstream: socket.socket, first: bytes) -> tuple[int, int]:
+        """Relay until both directions are done (or idle for IDLE_SEC). The first bytes
+        (and whatever the stream read past them) are sent as they came; the rest goes
+        socket to socket through the kernel (Splice). The client's transport stops
+        reading first, so the event loop watches its socket for us alone."""
+        loop = asyncio.get_running_loop()
+        client = writer.transport
+        client.pause_reading()
+        # What the stream read past the first bytes (a client that sent more at once).
+        head = first + bytes(reader._buffer)  # noqa: SLF001 - no public way to take it whole
+        reader._buffer.clear()  # noqa: SLF001
+        # A second descriptor of the client's socket: asyncio lets a transport's own be
+        # watched by the transport alone.
+        client_socket = socket.socket(fileno=os.dup(writer.get_extra_info("socket").fileno()))
+        relay = Relay()
+        relay.counts[0] = len(head)
         try:
-            if first:
-                up_writer.write(first)
-                await up_writer.drain()
-            up = asyncio.ensure_future(copy(reader, up_writer, 0))
-            down = asyncio.ensure_future(copy(up_reader, writer, 1))
-            done, pending = await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
-            if pending:  # one side closed: give the other the idle timeout to finish
-                await asyncio.wait(pending, timeout=IDLE_SEC)
-            for task in pending:
-                task.cancel()
-        except OSError:
-            pass
+            if head:
+                await asyncio.wait_for(loop.sock_sendall(upstream, head), CONNECT_SEC)
+        except (OSError, TimeoutError):
+            upstream.close()
+            client_socket.close()
+            client.close()
+            return relay.counts[0], 0
+        directions = (Splice(loop, client_socket, upstream, relay, 0),
+                      Splice(loop, upstream, client_socket, relay, 1))
+        for direction in directions:
+            direction.start()
+        try:
+            while not relay.finished.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(relay.finished.wait(), IDLE_SEC)
+                if time.monotonic() - relay.last >= IDLE_SEC:
+                    break
         finally:
-            writer.close()
-            up_writer.close()
-        return counts[0], counts[1]
+            for direction in directions:
+                direction.close()
+            upstream.close()
+            client_socket.close()
+            client.close()
+        return relay.counts[0], relay.counts[1]
 
     # -- the loop --------------------------------------------------------------------
 

@@ -25,28 +25,29 @@ def _server_context() -> ssl.SSLContext:
     return context
 
 
+def _stop_at_server_name(engine: ssl.SSLObject, name: str | None, _ctx: ssl.SSLContext) -> int:
+    engine.sandlot_name = name  # type: ignore[attr-defined]
+    return ssl.ALERT_DESCRIPTION_HANDSHAKE_FAILURE  # stop here
+
+
+_CONTEXT = _server_context()  # one for every connection: making one costs milliseconds
+_CONTEXT.sni_callback = _stop_at_server_name
+
+
 def _tls_name(data: bytes) -> tuple[str, str | None] | None:
     """Feed the bytes to an OpenSSL server that stops at the ClientHello's servername
     callback (it answers nothing: the bytes go upstream untouched)."""
-    seen: dict[str, str | None] = {}
-
-    def callback(_obj: ssl.SSLObject, name: str | None, _ctx: ssl.SSLContext) -> int:
-        seen["name"] = name
-        return ssl.ALERT_DESCRIPTION_HANDSHAKE_FAILURE  # stop here
-
-    context = _server_context()
-    context.sni_callback = callback
     incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-    engine = context.wrap_bio(incoming, outgoing, server_side=True)
+    engine = _CONTEXT.wrap_bio(incoming, outgoing, server_side=True)
     incoming.write(data)
     try:
         engine.do_handshake()
     except ssl.SSLWantReadError:
-        if "name" not in seen:
+        if not hasattr(engine, "sandlot_name"):
             return None if len(data) < HEAD_MAX else ("tls", None)
     except ssl.SSLError:
         pass  # the callback's alert, or not a ClientHello OpenSSL accepts
-    name = seen.get("name")
+    name = getattr(engine, "sandlot_name", None)
     return "tls", _clean(name) if name else None
 
 
