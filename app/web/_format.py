@@ -122,6 +122,8 @@ _SENTENCES = {
                                       "(reference {reference})",
     "workspace.scripts_disabled": "turned workspace scripts off",
     "workspace.scripts_enabled": "turned workspace scripts back on",
+    "workspace.egress_log_disabled": "turned the egress log off",
+    "workspace.egress_log_enabled": "turned the egress log back on",
 }
 
 

@@ -8,7 +8,16 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from flask import Response, render_template, request, stream_with_context
+from flask import (
+    Response,
+    current_app,
+    flash,
+    redirect,
+    render_template,
+    request,
+    stream_with_context,
+    url_for,
+)
 
 from app.auth.guards import guard
 from app.extensions import db
@@ -17,7 +26,7 @@ from app.models.types import utcnow
 from app.services import paging
 from app.services.identity import members
 from app.services.sandboxes import egress_log
-from app.tenancy import current_tenant
+from app.tenancy import current_tenant, principal
 from app.web import bp
 
 PAGE = 50
@@ -99,7 +108,9 @@ def egress():
         total=page.total, more=page.more, first=after is None,
         next_before=page.rows[-1].id if page.more and page.rows else None,
         newest=max((r.id for r in page.rows), default=0), shown=shown, args=_args(shown),
-        ranges=RANGES, verdicts=VERDICT_LABELS, poll=POLL_SECONDS, **choices)
+        ranges=RANGES, verdicts=VERDICT_LABELS, poll=POLL_SECONDS,
+        retention_days=current_app.config["EGRESS_LOG_RETENTION_DAYS"],
+        log_disabled=tenant.egress_log_disabled, **choices)
 
 
 @bp.get("/egress/new")
@@ -118,6 +129,17 @@ def egress_new():
     return render_template("egress/_new.html", rows=[row_view(r, configs, people) for r in rows],
                            newest=max([newest] + [r.id for r in rows]), args=_args(shown),
                            poll=POLL_SECONDS)
+
+
+@bp.post("/egress/log-setting")
+@guard(Role.admin)
+def egress_log_setting():
+    """Keep an egress log for this workspace, or not (its rows go when it is turned off)."""
+    tenant = current_tenant()
+    egress_log.set_disabled(tenant, principal(), request.form.get("keep") != "on")
+    flash("The egress log is off: nothing is kept of this workspace's connections."
+          if tenant.egress_log_disabled else "The egress log is on again.", "success")
+    return redirect(url_for("web.egress"), code=303)
 
 
 @bp.get("/egress.csv")

@@ -122,3 +122,28 @@ def test_the_csv_export_neutralises_formulas(world, login_as):
     assert table[0][:3] == ["at", "verdict", "rule"]
     assert table[1][1] == "allowed" and table[1][2] == "'=cmd|' /C calc'!A0"
     assert table[1][4] == "pypi.org" and table[1][12] == a.contributor.email
+
+
+def test_an_admin_turns_the_log_off_and_its_rows_go_and_none_are_kept(world, login_as):
+    from app.extensions import db
+    from app.models import AuditEvent, EgressEvent
+    from tests.web._support import post_form
+
+    a, b, config, session, other, state = world
+    write(state, a.tenant, config, session, host="kept.example")
+    client = login_as(a.admin, a.tenant)
+    assert "kept.example" in text(client.get("/egress"))
+
+    off = post_form(client, "/egress/log-setting", {}, token_from="/egress")
+    assert off.status_code == 303
+    write(state, a.tenant, config, session, host="after.example")
+    page = text(client.get("/egress"))
+
+    assert "The egress log is off" in page and rows(page) == []
+    assert db.session.query(EgressEvent).filter_by(tenant_id=a.tenant.id).count() == 0
+    assert db.session.query(AuditEvent).filter_by(
+        tenant_id=a.tenant.id, action="workspace.egress_log_disabled").count() == 1
+    on = post_form(client, "/egress/log-setting", {"keep": "on"}, token_from="/egress")
+    assert on.status_code == 303 and "Keep an egress log" in text(client.get("/egress"))
+    member = login_as(a.contributor, a.tenant)
+    assert post_form(member, "/egress/log-setting", {}, token_from="/").status_code == 403

@@ -33,7 +33,7 @@ from app.extensions import db
 from app.models import EgressEvent, SandboxSession, Tenant
 from app.models.types import utcnow
 from app.security import csv_safe
-from app.services import paging
+from app.services import Actor, audit, paging
 
 VERDICTS = ("allowed", "denied", "failed")
 PROTOCOLS = ("tls", "http", "tcp", "dns")
@@ -131,6 +131,19 @@ def ingest(limit: int = INGEST_BATCH) -> int:
     except Exception:
         db.session.rollback()
         raise
+
+
+def set_disabled(tenant: Tenant, actor: Actor, disabled: bool) -> bool:
+    """Turn the workspace's egress log off (its rows go at once, and nothing more is
+    kept) or on again; audited."""
+    if tenant.egress_log_disabled != disabled:
+        tenant.egress_log_disabled = disabled
+        if disabled:
+            db.session.execute(delete(EgressEvent).where(EgressEvent.tenant_id == tenant.id))
+        audit.record(tenant, actor, "workspace.egress_log_disabled" if disabled
+                     else "workspace.egress_log_enabled", "tenant", tenant.id)
+        db.session.commit()
+    return tenant.egress_log_disabled
 
 
 def sweep(now: datetime | None = None) -> int:
