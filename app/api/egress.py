@@ -12,14 +12,15 @@ from flask import g
 from pydantic import Field, field_validator
 
 from app.api import bp
-from app.api._core import Out, doc, parse_query, project
+from app.api._core import Out, Strict, doc, ok, parse_body, parse_query, project
 from app.api.paging import PageQuery, ok_page, window
 from app.auth.guards import FULL_ACCESS, guard
 from app.errors import NotFound
-from app.models import EgressEvent, Role, SandboxConfig, SandboxSession
-from app.services.sandboxes import egress_log
+from app.models import EgressAccessRequest, EgressEvent, Role, SandboxConfig, SandboxSession
+from app.services import paging
+from app.services.sandboxes import egress_access, egress_log
 from app.services.sessions import lifecycle as sessions
-from app.tenancy import current_tenant, get_or_404
+from app.tenancy import current_tenant, get_or_404, principal
 
 
 class EgressQuery(PageQuery):
@@ -123,3 +124,72 @@ def list_session_egress(session_id):
     filters = egress_log.Filters(session_id=session.id, verdict=query.verdict,
                                  host=query.host, since=query.since, until=query.until)
     return ok_page(egress_log.page(current_tenant().id, filters, window(query)), event_out)
+
+
+# -- asking for access (issue 24 item 5) ---------------------------------------------------
+
+class AccessRequestIn(Strict):
+    host: str = Field(min_length=1, max_length=253, description="The host (a name or an "
+                      "IPv4 address) the policy refused")
+    reason: str = Field(default="", max_length=egress_access.REASON_MAX,
+                        description="Why the sandbox needs it, for the admin who decides")
+
+
+class AccessRequestOut(Out):
+    id: str
+    sandbox_config_id: str
+    session_id: str | None
+    member_id: int | None
+    host: str
+    reason: str
+    status: str = Field(description="pending, approved or declined")
+    created_at: datetime
+    decided_at: datetime | None
+
+
+def request_out(row: EgressAccessRequest) -> dict:
+    return project(AccessRequestOut, {
+        "id": row.id, "sandbox_config_id": row.sandbox_config_id, "session_id": row.session_id,
+        "member_id": row.user_id, "host": row.host, "reason": row.reason, "status": row.status,
+        "created_at": row.created_at, "decided_at": row.decided_at})
+
+
+@bp.post("/sessions/<uuid:session_id>/egress-access-requests")
+@guard(Role.viewer)
+@doc("Ask for a host your session's egress policy refused (your own sessions); asking "
+     "again while one is pending returns it", request=AccessRequestIn,
+     response=AccessRequestOut, status=201, errors=(400, 404, 429))
+def create_access_request(session_id):
+    body = parse_body(AccessRequestIn)
+    session = sessions.get_session(current_tenant(), g.principal.user, str(session_id))
+    row = egress_access.request_access(current_tenant(), g.principal.user, session,
+                                       body.host, body.reason)
+    return ok(request_out(row), 201)
+
+
+@bp.get("/egress-access-requests")
+@guard(Role.admin, api_key=FULL_ACCESS)
+@doc("Access requests waiting for an admin, oldest first", query=PageQuery,
+     response=AccessRequestOut, many=True, errors=(400,))
+def list_access_requests():
+    query = parse_query(PageQuery)
+    rows = egress_access.pending(current_tenant())
+    page = paging.in_memory(rows, lambda r: (r.created_at.isoformat(), r.id), window(query))
+    return ok_page(page, request_out)
+
+
+@bp.post("/egress-access-requests/<uuid:request_id>/approve")
+@guard(Role.admin, api_key=FULL_ACCESS)
+@doc("Allow the host: the config's allow_out gains it (a validated policy edit, for "
+     "sandboxes created from now on)", response=AccessRequestOut, errors=(400, 404, 409, 423))
+def approve_access_request(request_id):
+    return ok(request_out(egress_access.approve(current_tenant(), principal(),
+                                                str(request_id))))
+
+
+@bp.post("/egress-access-requests/<uuid:request_id>/decline")
+@guard(Role.admin, api_key=FULL_ACCESS)
+@doc("Decline the request", response=AccessRequestOut, errors=(404,))
+def decline_access_request(request_id):
+    return ok(request_out(egress_access.decline(current_tenant(), principal(),
+                                                str(request_id))))

@@ -2,7 +2,7 @@
 
 from app.models.api_key import ApiKey
 from app.models.audit import AuditEvent
-from app.models.egress_event import EgressEvent
+from app.models.egress_event import EgressAccessRequest, EgressEvent
 from app.models.exec_run import ExecRun, RunStatus
 from app.models.invitation import Invitation, InvitationStatus
 from app.models.job import Job, JobStatus
@@ -24,7 +24,8 @@ from app.models.tenant import ROLE_ORDER, Membership, Role, Tenant
 from app.models.user import User
 
 __all__ = [
-    "ROLE_ORDER", "ApiKey", "AuditEvent", "EgressEvent", "ExecRun", "RunStatus", "Invitation",
+    "ROLE_ORDER", "ApiKey", "AuditEvent", "EgressAccessRequest", "EgressEvent", "ExecRun",
+    "RunStatus", "Invitation",
     "InvitationStatus", "Job", "JobStatus",
     "LoginSession", "Membership", "PersonalEnvVar", "Role",
     "BindingState", "SandboxConfig", "SandboxRemoval", "SandboxSession", "Tenant", "User",

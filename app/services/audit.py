@@ -48,7 +48,7 @@ def list_recent(tenant: Tenant, limit: int = 20) -> list[AuditEvent]:
 KINDS = {
     "members": ("Members and invitations", ("member.", "invitation.")),
     "keys": ("API keys", ("api_key.",)),
-    "configs": ("Sandbox configs", ("sandbox_config.",)),
+    "configs": ("Sandbox configs", ("sandbox_config.", "egress_access.")),
     "skills": ("Skills", ("skill_catalog.", "installed_skill.")),
     "sessions": ("Sessions", ("session.",)),
     "workspace": ("Workspace settings", ("workspace.",)),

@@ -123,6 +123,9 @@ _SENTENCES = {
     "workspace.scripts_disabled": "turned workspace scripts off",
     "workspace.scripts_enabled": "turned workspace scripts back on",
     "workspace.egress_log_disabled": "turned the egress log off",
+    "egress_access.requested": "asked for {host} on sandbox config “{config}”",
+    "egress_access.approved": "allowed {host} on sandbox config “{config}”",
+    "egress_access.declined": "declined access to {host} on sandbox config “{config}”",
     "workspace.egress_log_enabled": "turned the egress log back on",
 }
 

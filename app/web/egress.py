@@ -20,12 +20,13 @@ from flask import (
 )
 
 from app.auth.guards import guard
+from app.errors import AppError, NotFound
 from app.extensions import db
 from app.models import EgressEvent, Role, SandboxConfig
 from app.models.types import utcnow
 from app.services import paging
 from app.services.identity import members
-from app.services.sandboxes import egress_log
+from app.services.sandboxes import egress_access, egress_log
 from app.tenancy import current_tenant, principal
 from app.web import bp
 
@@ -110,7 +111,34 @@ def egress():
         newest=max((r.id for r in page.rows), default=0), shown=shown, args=_args(shown),
         ranges=RANGES, verdicts=VERDICT_LABELS, poll=POLL_SECONDS,
         retention_days=current_app.config["EGRESS_LOG_RETENTION_DAYS"],
-        log_disabled=tenant.egress_log_disabled, **choices)
+        log_disabled=tenant.egress_log_disabled,
+        requests=[_request_view(r, configs, people) for r in egress_access.pending(tenant)],
+        **choices)
+
+
+def _request_view(row, configs: dict[str, str], people: dict[int, str]) -> dict[str, Any]:
+    return {"id": row.id, "host": row.host, "reason": row.reason, "at": row.created_at,
+            "config": configs.get(row.sandbox_config_id, ""),
+            "member": people.get(row.user_id, "a former member") if row.user_id else ""}
+
+
+@bp.post("/egress/requests/<uuid:request_id>/<any(approve, decline):decision>")
+@guard(Role.admin)
+def egress_request_decide(request_id, decision):
+    """Allow a requested host on its config (a policy edit) or decline the request."""
+    tenant = current_tenant()
+    try:
+        row = (egress_access.approve if decision == "approve" else egress_access.decline)(
+            tenant, principal(), str(request_id))
+    except NotFound:
+        raise  # another workspace's, or decided already: a 404 like any other
+    except AppError as exc:
+        db.session.rollback()
+        flash(exc.message, "error")
+    else:
+        flash(f"{row.host} is allowed on the config for sandboxes created from now on."
+              if decision == "approve" else f"Declined the request for {row.host}.", "success")
+    return redirect(url_for("web.egress"), code=303)
 
 
 @bp.get("/egress/new")

@@ -190,6 +190,16 @@ def _session_id(world: factories.TenantUsers) -> str:
     return sessions.create_session(world.tenant, world.owner, config_id, "sweep").id
 
 
+def _request_id(world: factories.TenantUsers) -> str:
+    """A pending egress access request of the owner's sweep session."""
+    from app.models import SandboxSession
+    from app.services.sandboxes import egress_access
+
+    session = db.session.get(SandboxSession, _session_id(world))
+    return egress_access.request_access(world.tenant, world.owner, session, "sweep.example",
+                                        "the sweep").id
+
+
 def make_run(session_id: str, stdout: str = "sweep output\n") -> str:
     """A finished run of `session_id`, as a run's thread leaves it (no sandbox needed)."""
     from app.models import ExecRun, RunStatus, SandboxSession
@@ -302,6 +312,8 @@ PARAM_ROWS: dict[str, Callable[[factories.TenantUsers], Any]] = {
     "invitation_id": _invitation_id,
     "token": _invitation_token,
     "skill_id": _skill_id,
+    "request_id": _request_id,
+    "decision": lambda world: "decline",
 }
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from app.services import audit
 from app.services.sandboxes import configs as service
+from app.services.sandboxes import egress_access
 from app.services.sessions import lifecycle as sessions
 from tests import factories
 from tests.web.test_a11y import PHONE, overflow, serious
@@ -30,6 +31,8 @@ def workspace(app, tmp_path, monkeypatch):
           received=9_400_000, sent=2100)
     write(tmp_path, group.tenant, config, session, protocol="http", host="api.example.com",
           port=80, verdict="denied", rule="default deny", received=0, sent=90)
+    egress_access.request_access(group.tenant, group.contributor, session, "api.example.com",
+                                 "The weather skill calls it")
     write(tmp_path, group.tenant, config, None, protocol="tcp", host=None,
           address="192.0.2.10", port=5432, verdict="denied",
           rule="built-in: documentation (TEST-NET-1)", received=0, sent=0)
@@ -47,6 +50,9 @@ def test_an_admin_reads_the_log_and_sees_new_connections_arrive(tab, workspace):
     denied = table.locator("tr.egress-denied", has_text="api.example.com")
     assert "default deny" in denied.inner_text() and group.contributor.email in denied.inner_text()
     assert tab.locator(".dash-line", has_text="files.pythonhosted.org").count() == 1
+    request = tab.locator(".egress-request", has_text="api.example.com")
+    assert "The weather skill calls it" in request.inner_text()
+    assert request.get_by_role("button", name="Allow on Tenant sandbox").is_visible()
     assert serious(tab) == []
     tab.mouse.move(0, 0)
     shot(tab, "egress.png")
@@ -77,3 +83,36 @@ def test_an_empty_log_says_where_rows_come_from(tab, app, tmp_path, monkeypatch)
     assert "E2B and Cube enforce egress in their own networks" in tab.inner_text("main")
     assert not tab.locator(".egress-table").is_visible()
     assert serious(tab) == []
+
+
+def test_a_member_asks_for_a_refused_host_under_the_run(tab, workspace):
+    import uuid
+
+    from app.extensions import db
+    from app.models import ExecRun, RunStatus
+    from app.models.types import utcnow
+
+    group, config, session, _ = workspace
+    db.session.add(ExecRun(id=str(uuid.uuid4()), tenant_id=group.tenant.id,
+                           session_id=session.id, user_id=group.contributor.id,
+                           command="pip install requests", status=RunStatus.failed,
+                           exit_code=1, duration_ms=1200, finished_at=utcnow(),
+                           stderr="ERROR: Could not find a version that satisfies the "
+                                  "requirement requests\n",
+                           egress_denied=[{"host": "pypi.org", "port": 443, "count": 3}]))
+    db.session.commit()
+    sign_in(tab, group.contributor.email)
+    tab.set_viewport_size(PHONE)
+    tab.goto(f"/playground/{session.id}")
+    note = tab.locator(".run-denied")
+    assert "pypi.org:443" in note.inner_text() and "×3" in note.inner_text()
+    note.get_by_label("Why the sandbox needs pypi.org").fill("pip installs")
+    note.get_by_role("button", name="Ask for access").click()
+    note.get_by_text("Asked for").wait_for()
+    assert "an admin of this workspace will see it" in note.inner_text()
+    assert overflow(tab) <= 0
+    assert serious(tab) == []
+    note.scroll_into_view_if_needed()
+    shot(tab, "playground-egress-denied-mobile.png")
+    reasons = {r.host: r.reason for r in egress_access.pending(group.tenant)}
+    assert reasons["pypi.org"] == "pip installs"

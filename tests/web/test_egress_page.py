@@ -147,3 +147,47 @@ def test_an_admin_turns_the_log_off_and_its_rows_go_and_none_are_kept(world, log
     assert on.status_code == 303 and "Keep an egress log" in text(client.get("/egress"))
     member = login_as(a.contributor, a.tenant)
     assert post_form(member, "/egress/log-setting", {}, token_from="/").status_code == 403
+
+
+def test_a_member_asks_from_the_run_and_an_admin_allows_from_the_egress_page(world,
+                                                                              login_as):
+    import uuid
+
+    from app.extensions import db
+    from app.models import ExecRun, RunStatus, SandboxConfig
+    from app.models.types import utcnow
+    from tests.web._support import post_form
+
+    a, b, _, _, other, state = world
+    config = service.create_config(a.tenant, audit.SystemActor("tests"), "Tenant sandbox 2",
+                                   "", config_doc("e2b", network={
+                                       "deny_egress_by_default": True}))
+    session = sessions.create_session(a.tenant, a.contributor, config.id, "policed")
+    run = ExecRun(id=str(uuid.uuid4()), tenant_id=a.tenant.id, session_id=session.id,
+                  user_id=a.contributor.id, command="pip install x", status=RunStatus.failed,
+                  exit_code=1, duration_ms=5, finished_at=utcnow(),
+                  egress_denied=[{"host": "files.example.org", "port": 443, "count": 1}])
+    db.session.add(run)
+    db.session.commit()
+    member = login_as(a.contributor, a.tenant)
+    path = f"/playground/{session.id}"
+    fragment = text(member.get(f"{path}/runs/{run.id}", headers=htmx_headers(member, path)))
+    assert "Ask for access" in fragment and 'value="files.example.org"' in fragment
+
+    asked = member.post(f"{path}/egress-access", data={"host": "files.example.org",
+                                                       "reason": "wheels"},
+                        headers=htmx_headers(member, path))
+    assert "<span>Asked for <code>files.example.org</code>" in text(asked)
+
+    admin = login_as(a.admin, a.tenant)
+    page = text(admin.get("/egress"))
+    assert "Access requests" in page and "wheels" in page and a.contributor.email in page
+    request_id = re.search(r'/egress/requests/([0-9a-f-]{36})/approve', page).group(1)
+    done = post_form(admin, f"/egress/requests/{request_id}/approve", {}, token_from="/egress")
+    assert done.status_code == 303
+    db.session.expire_all()
+    doc = db.session.get(SandboxConfig, config.id).config
+    assert "files.example.org" in doc["network"]["allow_out"]
+    assert "Access requests" not in text(admin.get("/egress"))
+    activity = text(admin.get("/activity"))
+    assert "allowed files.example.org on sandbox config “Tenant sandbox 2”" in activity

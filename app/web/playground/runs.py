@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import render_template
+from flask import flash, redirect, render_template, request, url_for
 
 from app.auth.guards import guard
 from app.errors import AppError
-from app.extensions import db
+from app.extensions import db, htmx
 from app.models import ExecRun, Role, RunStatus, SandboxSession
 from app.models.types import utcnow
+from app.services.sandboxes import egress_access
 from app.services.sessions import lifecycle, runs
 from app.tenancy import current_tenant, principal
 from app.web import bp
@@ -68,3 +69,27 @@ def playground_stop_run(session_id, run_id):
         body = render_template("playground/_exec_run.html", run=run_view(run))
         return notice(body, err.message, "error"), 200
     return render_template("playground/_exec_run.html", run=run_view(run))
+
+
+@bp.post("/playground/<uuid:session_id>/egress-access")
+@guard(Role.viewer)
+def playground_egress_access(session_id):
+    """Ask for a host the run's egress policy refused (issue 24 item 5)."""
+    tenant, user = current_tenant(), principal().user
+    session = lifecycle.get_session(tenant, user, str(session_id))
+    host = request.form.get("host", "")
+    try:
+        asked = egress_access.request_access(tenant, user, session, host,
+                                             request.form.get("reason", ""))
+    except AppError as exc:
+        db.session.rollback()
+        if not htmx:
+            flash(exc.message, "error")
+            return redirect(url_for("web.playground_session", session_id=session.id), 303)
+        return render_template("playground/_access_request.html", asked=None, host=host[:253],
+                               session_id=session.id, error=exc.message, run_id="retry",
+                               loop_index=0)
+    if not htmx:
+        flash(f"Asked for {asked.host}: an admin will see it on the Egress page.", "success")
+        return redirect(url_for("web.playground_session", session_id=session.id), 303)
+    return render_template("playground/_access_request.html", asked=asked)
