@@ -21,8 +21,6 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
-from dnslib import QTYPE, DNSError, DNSRecord
-
 from app.backends.base import BackendError
 from app.backends.docker.egress import dns_answer
 from app.backends.docker.egress.settings import EgressSettings
@@ -172,17 +170,9 @@ def _resolve(name: str) -> tuple[list[str], str | None]:
         upstream = None
     if not upstream:
         return [], "no DNS upstream is configured on this deployment"
-    host, _, port = upstream.rpartition(":")
-    query = DNSRecord.question(name, "A")
-    # The sandboxes' resolver's own forwarder: UDP, TCP when truncated, bounded wait.
-    data = dns_answer.forward(query.pack(), (host, int(port)), query.header.id)
-    try:
-        answer = DNSRecord.parse(data) if data is not None else None
-    except DNSError:
-        answer = None
-    if answer is None:
+    found = dns_answer.addresses(upstream, name)
+    if found is None:
         return [], "the name could not be looked up now"
-    found = [str(rr.rdata) for rr in answer.rr if rr.rtype == QTYPE.A]
     return found[:ADDRESSES_MAX], None if found else "the name has no IPv4 address now"
 
 

@@ -68,6 +68,17 @@ def log_path(state_dir: Path) -> Path:
     return state_dir / "resolver.log"
 
 
+def read_state(net_id: str, path: Path) -> SandboxNet | None:
+    """A sandbox's state file (the resolver's and the gateway's view of it); None when
+    it is unreadable or names another sandbox."""
+    try:
+        net = SandboxNet.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("skipping %s: %s", path.name, exc)
+        return None
+    return net if net.id == net_id else None
+
+
 # -- serving -----------------------------------------------------------------------------
 
 def _bridge_exists(net: SandboxNet) -> bool:
@@ -129,7 +140,7 @@ class Resolver:
             self.failing.discard(net_id)
         for net_id, path in present.items():
             if net_id not in self.known:
-                self.known[net_id] = self._read(net_id, path)
+                self.known[net_id] = read_state(net_id, path)
         for net_id in list(self.served):
             net = self.known.get(net_id)
             if net is None or not _bridge_exists(net):
@@ -137,15 +148,6 @@ class Resolver:
         for net_id, net in self.known.items():
             if net is not None and net_id not in self.served and _bridge_exists(net):
                 self._serve(net)
-
-    @staticmethod
-    def _read(net_id: str, path: Path) -> SandboxNet | None:
-        try:
-            net = SandboxNet.from_dict(json.loads(path.read_text()))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            log.warning("skipping %s: %s", path.name, exc)
-            return None
-        return net if net.id == net_id else None
 
     def _stop(self, net_id: str) -> None:
         served = self.served.pop(net_id)
@@ -304,8 +306,9 @@ class Resolver:
 
 # -- the daemon --------------------------------------------------------------------------
 
-def _configure_logging(state_dir: Path) -> None:
-    handler = logging.handlers.RotatingFileHandler(log_path(state_dir), maxBytes=1 << 20,
+def configure_logging(path: Path) -> None:
+    """A daemon's log: rotated at 1 MiB, two old files kept."""
+    handler = logging.handlers.RotatingFileHandler(path, maxBytes=1 << 20,
                                                    backupCount=2)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     root = logging.getLogger()
@@ -341,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return 0  # another resolver serves this state directory
-    _configure_logging(state_dir)
+    configure_logging(log_path(state_dir))
     pid_path(state_dir).write_text(f"{os.getpid()}\n")
     # This resolver rescans on SIGUSR1 (one from before would exit on it).
     wake_path(state_dir).write_text(f"{os.getpid()}\n")

@@ -69,6 +69,22 @@ def forward(data: bytes, upstream: tuple[str, int], query_id: int) -> bytes | No
         return None
 
 
+def addresses(upstream: str | None, name: str) -> list[str] | None:
+    """The A records `name` has now at `upstream` ("ip:port"), through `forward`; None
+    when it could not be asked (no upstream, no answer, an unreadable one)."""
+    if not upstream:
+        return None
+    host, _, port = upstream.rpartition(":")
+    query = DNSRecord.question(name, "A")
+    data = forward(query.pack(), (host, int(port)), query.header.id)
+    try:
+        answer = DNSRecord.parse(data) if data is not None else None
+    except DNSError:
+        return None
+    return None if answer is None else [str(rr.rdata) for rr in answer.rr
+                                         if rr.rtype == QTYPE.A]
+
+
 def read_exact(sock: socket.socket, size: int) -> bytes:
     data = b""
     while len(data) < size:

@@ -47,10 +47,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dnslib import QTYPE, DNSError, DNSRecord
-
 from app.backends.docker.egress import decide, dns_answer, nft
-from app.backends.docker.egress.dns import sandboxes_dir
+from app.backends.docker.egress.dns import read_state, sandboxes_dir
 from app.backends.docker.egress.log_files import Spool
 from app.backends.docker.egress.policy import SandboxNet
 from app.backends.docker.egress.sniff import HEAD_MAX, sniff
@@ -260,7 +258,7 @@ class Gateway:
             self.failing.discard(net_id)
         for net_id, path in present.items():
             if net_id not in self.known:
-                self.known[net_id] = _read(net_id, path)
+                self.known[net_id] = read_state(net_id, path)
         for net_id in list(self.served):
             net = self.known.get(net_id)
             if net is None or not os.path.exists(f"/sys/class/net/{net.bridge}"):
@@ -435,7 +433,7 @@ class Gateway:
         if cached and cached[0] > time.monotonic():
             found = cached[1]
         else:
-            found = await asyncio.to_thread(_lookup, net.upstream, name)
+            found = await asyncio.to_thread(dns_answer.addresses, net.upstream, name) or []
             if len(self.answers) >= ANSWER_CACHE_MAX:
                 self.answers.clear()
             self.answers[key] = (time.monotonic() + dns_answer.MIN_TTL, found)
@@ -532,44 +530,10 @@ class Gateway:
         self.spool.flush()
 
 
-def _read(net_id: str, path: Path) -> SandboxNet | None:
-    try:
-        net = SandboxNet.from_dict(json.loads(path.read_text()))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        log.warning("skipping %s: %s", path.name, exc)
-        return None
-    return net if net.id == net_id else None
-
-
-def _lookup(upstream: str | None, name: str) -> list[str]:
-    """The A records of `name` from the sandbox's upstream (the resolver's forwarder)."""
-    if not upstream:
-        return []
-    host, _, port = upstream.rpartition(":")
-    query = DNSRecord.question(name, "A")
-    data = dns_answer.forward(query.pack(), (host, int(port)), query.header.id)
-    try:
-        answer = DNSRecord.parse(data) if data is not None else None
-    except DNSError:
-        return []
-    if answer is None:
-        return []
-    return [str(rr.rdata) for rr in answer.rr if rr.rtype == QTYPE.A]
-
-
 # -- the daemon --------------------------------------------------------------------------
 
-def _configure_logging(state_dir: Path) -> None:
-    handler = logging.handlers.RotatingFileHandler(log_path(state_dir), maxBytes=1 << 20,
-                                                   backupCount=2)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.INFO)
-
-
 def main(argv: list[str] | None = None) -> int:
-    from app.backends.docker.egress.dns import _detach
+    from app.backends.docker.egress.dns import _detach, configure_logging
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--state-dir", required=True, type=Path)
@@ -590,7 +554,7 @@ def main(argv: list[str] | None = None) -> int:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return 0  # another gateway serves this state directory
-    _configure_logging(state_dir)
+    configure_logging(log_path(state_dir))
     pid_path(state_dir).write_text(f"{os.getpid()}\n")
 
     async def serve() -> None:

@@ -247,20 +247,10 @@ class EgressManager:
         """Start the resolver if it is not running, tell it about `net` (it rescans at
         once on SIGUSR1) and wait until it answers for `net`: a refused probe (nothing
         bound yet) comes back at once, so readiness costs milliseconds, not a sleep."""
-        deadline = time.monotonic() + READY_TIMEOUT_SEC
-        spawned = 0.0
         self._wake_resolver()
-        while True:
-            if probe(net):
-                return
-            if not self.resolver_running() and time.monotonic() - spawned > 2:
-                self._spawn_resolver()
-                spawned = time.monotonic()
-            if time.monotonic() > deadline:
-                raise BackendError(
-                    f"the sandbox DNS resolver does not answer on {net.gateway}:53; see "
-                    f"{dns.log_path(self.settings.state_dir)}")
-            time.sleep(0.01)
+        _until_ready(lambda: probe(net), self.resolver_running, self._spawn_resolver,
+                     f"the sandbox DNS resolver does not answer on {net.gateway}:53; see "
+                     f"{dns.log_path(self.settings.state_dir)}")
 
     def _wake_resolver(self) -> None:
         """SIGUSR1 to the running resolver, which then serves new sandboxes at once."""
@@ -298,20 +288,10 @@ class EgressManager:
         A sandbox from before the gateway (no port in its state) has none."""
         if not net.gateway_port:
             return
-        deadline = time.monotonic() + READY_TIMEOUT_SEC
-        spawned = 0.0
         self._signal(gateway.pid_path(self.settings.state_dir), self.gateway_running())
-        while True:
-            if gateway_probe(net):
-                return
-            if not self.gateway_running() and time.monotonic() - spawned > 2:
-                self._spawn_gateway()
-                spawned = time.monotonic()
-            if time.monotonic() > deadline:
-                raise BackendError(
-                    f"the sandbox egress gateway does not answer on {net.gateway}:"
-                    f"{net.gateway_port}; see {gateway.log_path(self.settings.state_dir)}")
-            time.sleep(0.01)
+        _until_ready(lambda: gateway_probe(net), self.gateway_running, self._spawn_gateway,
+                     f"the sandbox egress gateway does not answer on {net.gateway}:"
+                     f"{net.gateway_port}; see {gateway.log_path(self.settings.state_dir)}")
 
     @staticmethod
     def _signal(pid_file: Path, running: bool) -> None:
@@ -416,6 +396,24 @@ def shared_manager(api: docker.APIClient, engine_host: str) -> EgressManager:
         if manager is None or manager.api is not api or manager.settings != settings:
             manager = _managers[key] = EgressManager(api, engine_host, settings)
         return manager
+
+
+def _until_ready(answers, running, spawn, failure: str) -> None:
+    """Wait until `answers()` (a daemon serves this sandbox), starting the daemon when it
+    is not `running()` (again at most every 2 s); BackendError(`failure`) after
+    READY_TIMEOUT_SEC. A refused probe comes back at once, so readiness costs
+    milliseconds, not a sleep."""
+    deadline = time.monotonic() + READY_TIMEOUT_SEC
+    spawned = 0.0
+    while True:
+        if answers():
+            return
+        if not running() and time.monotonic() - spawned > 2:
+            spawn()
+            spawned = time.monotonic()
+        if time.monotonic() > deadline:
+            raise BackendError(failure)
+        time.sleep(0.01)
 
 
 def resolver_running(state_dir: Path) -> bool:
