@@ -8,7 +8,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Literal
 
-from flask import g
+from flask import g, request
 from pydantic import Field, field_validator
 
 from app.api import bp
@@ -178,13 +178,34 @@ def list_access_requests():
     return ok_page(page, request_out)
 
 
+class ApproveIn(Strict):
+    apply_to_running: bool = Field(default=False, description="Also enforce the new policy "
+                                   "on the config's running Docker sandboxes at once (by "
+                                   "default only sandboxes created from now on get it)")
+
+
+class RunningOut(Out):
+    updated: int = Field(description="Running sandboxes that now enforce the new policy")
+    kept: int = Field(description="Running sandboxes that keep the policy they were created "
+                      "with (no network of their own, or a provider that fixes it)")
+
+
+class ApprovedOut(AccessRequestOut):
+    running_sandboxes: RunningOut | None = Field(
+        description="Present when apply_to_running was asked for")
+
+
 @bp.post("/egress-access-requests/<uuid:request_id>/approve")
 @guard(Role.admin, api_key=FULL_ACCESS)
 @doc("Allow the host: the config's allow_out gains it (a validated policy edit, for "
-     "sandboxes created from now on)", response=AccessRequestOut, errors=(400, 404, 409, 423))
+     "sandboxes created from now on; with apply_to_running, for its running Docker "
+     "sandboxes too)", request=ApproveIn, response=ApprovedOut, errors=(400, 404, 409, 423))
 def approve_access_request(request_id):
-    return ok(request_out(egress_access.approve(current_tenant(), principal(),
-                                                str(request_id))))
+    body = parse_body(ApproveIn) if request.content_length else ApproveIn()
+    row, running = egress_access.approve(current_tenant(), principal(), str(request_id),
+                                         running=body.apply_to_running)
+    return ok({**request_out(row), "running_sandboxes": running and {
+        "updated": running.updated, "kept": running.kept}})
 
 
 @bp.post("/egress-access-requests/<uuid:request_id>/decline")

@@ -296,5 +296,9 @@ class Backend(Protocol):
     def delete_template(self, template_id: str) -> None:
         """Optional (E2B/Cube): delete a template; not found is success."""
 
+    def apply_network_policy(self, sandbox_id: str, policy: ResolvedNetworkPolicy) -> bool:
+        """Optional (capabilities.egress_rules): enforce a changed policy on a running
+        sandbox; False when it has no policed network of its own. Unsupported otherwise."""
+
     def close(self) -> None:
         """Release connections; the backend is not used afterwards."""

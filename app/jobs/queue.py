@@ -14,7 +14,7 @@ from app.jobs.pool import FairPool
 from app.models import Job, JobStatus
 from app.services import job_limits
 from app.services import jobs as job_service
-from app.services.sandboxes import egress_log
+from app.services.sandboxes import egress_daemons, egress_log
 from app.services.sandboxes import image as skill_image
 from app.services.sessions import binding, ending
 from app.services.skills.installs import control as skill_runs
@@ -246,8 +246,9 @@ def start_reaper(app: Flask, interval: float = 30.0,
     rows, ends skill installs whose run died (and frees their image lock), pauses Docker
     sandboxes idle past their TTL (E2B and Cube pause themselves), retries the removal
     of ended sessions' sandboxes whose provider was unreachable, releases superseded
-    skill snapshots past their retention, and moves the egress log's new lines into the
-    database (sweeping rows past their retention)."""
+    skill snapshots past their retention, moves the egress log's new lines into the
+    database (sweeping rows past their retention), and starts the sandboxes' egress
+    resolver or gateway again if either stopped while sandboxes need it."""
     stop = stop or threading.Event()
 
     def loop() -> None:
@@ -260,7 +261,8 @@ def start_reaper(app: Flask, interval: float = 30.0,
                                ("idle pause", binding.pause_idle),
                                ("sandbox removal sweep", ending.sweep),
                                ("expired snapshot sweep", skill_image.sweep_expired),
-                               ("egress log", egress_log.housekeeping)):
+                               ("egress log", egress_log.housekeeping),
+                               ("egress daemons", egress_daemons.supervise)):
                 with app.app_context():
                     try:
                         task()

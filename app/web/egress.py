@@ -128,17 +128,33 @@ def egress_request_decide(request_id, decision):
     """Allow a requested host on its config (a policy edit) or decline the request."""
     tenant = current_tenant()
     try:
-        row = (egress_access.approve if decision == "approve" else egress_access.decline)(
-            tenant, principal(), str(request_id))
+        if decision == "approve":
+            row, running = egress_access.approve(tenant, principal(), str(request_id),
+                                                 running=request.form.get("running") == "1")
+            message = f"{row.host} is allowed on the config for sandboxes created from now on"
+            message += "." if running is None else _running_sentence(running)
+        else:
+            row = egress_access.decline(tenant, principal(), str(request_id))
+            message = f"Declined the request for {row.host}."
     except NotFound:
         raise  # another workspace's, or decided already: a 404 like any other
     except AppError as exc:
         db.session.rollback()
         flash(exc.message, "error")
     else:
-        flash(f"{row.host} is allowed on the config for sandboxes created from now on."
-              if decision == "approve" else f"Declined the request for {row.host}.", "success")
+        flash(message, "success")
     return redirect(url_for("web.egress"), code=303)
+
+
+def _running_sentence(running: egress_access.Running) -> str:
+    """' and for 2 running sandboxes; 1 other keeps …' after the approval's sentence."""
+    def many(n: int, one: str, more: str) -> str:
+        return f"{n} {one if n == 1 else more}"
+    sentence = f" and for {many(running.updated, 'running sandbox', 'running sandboxes')}"
+    if running.kept:
+        sentence += (f"; {many(running.kept, 'other keeps', 'others keep')} the policy it "
+                     "was created with until it is replaced")
+    return sentence + "."
 
 
 @bp.get("/egress/new")

@@ -76,6 +76,7 @@ WORLD_LOCK = Path("/run/lock/sandlot-egress-tests.lock")
 ZONE = {
     "good.test.example": ["A", GOOD, 60],
     "bad.test.example": ["A", BAD, 60],
+    "later.test.example": ["A", BAD, 60],  # allowed only once a sandbox's policy changes
     "a.svc.example": ["A", SVC_SUB, 60],
     "svc.example": ["A", SVC_APEX, 60],
     "short.test.example": ["A", SHORT, 1],
@@ -1043,6 +1044,58 @@ def test_a_stopped_gateway_fails_closed_and_the_next_command_brings_it_back(
     assert connect(sandboxes, sandbox, "tls", GOOD, TLS_PORT, "good.test.example") == \
         f"{GOOD} good.test.example"
     assert sandboxes.backend.egress.gateway_running()
+
+
+def test_the_supervisor_starts_a_killed_gateway_again_without_waiting_for_a_command(
+        world, sandboxes, state_dir, monkeypatch):
+    sandbox = sandboxes.create(network=named(allow=("good.test.example",)))
+    daemons = manager.Daemons(sandboxes.backend.egress.settings)
+    monkeypatch.setattr(type(sandboxes.backend.egress), "revive", lambda self, net_id: None)
+    _stop_gateway(state_dir, signal=9)
+    assert connect(sandboxes, sandbox, "tls", GOOD, TLS_PORT, "good.test.example") == \
+        "connect ConnectionRefusedError"
+
+    assert daemons.supervise() == ["gateway"]
+
+    assert connect(sandboxes, sandbox, "tls", GOOD, TLS_PORT, "good.test.example") == \
+        f"{GOOD} good.test.example"
+    assert daemons.supervise() == []
+
+
+def test_a_policy_applied_to_a_running_sandbox_is_enforced_at_once(world, sandboxes):
+    """An admin's 'also for its running sandboxes': names (resolver and gateway) and
+    addresses (nft sets) of the new policy hold for the very next connection."""
+    sandbox = sandboxes.create(network=named(allow=("good.test.example",)))
+    assert connect(sandboxes, sandbox, "tls", BAD, TLS_PORT, "later.test.example") == \
+        "failed ConnectionResetError"
+    assert connect(sandboxes, sandbox, "raw", A, RAW_PORT) == "failed ConnectionResetError"
+    assert probe(sandboxes, sandbox, "later.test.example") != \
+        {"later.test.example": reached(BAD)}
+
+    assert sandboxes.backend.apply_network_policy(
+        sandbox.id, named(allow=("good.test.example", "later.test.example", A)))
+
+    deadline = time.monotonic() + 5  # the daemons re-read the state file when woken
+    while (connect(sandboxes, sandbox, "tls", BAD, TLS_PORT, "later.test.example")
+           != f"{BAD} later.test.example" and time.monotonic() < deadline):
+        time.sleep(0.2)
+    assert connect(sandboxes, sandbox, "tls", BAD, TLS_PORT, "later.test.example") == \
+        f"{BAD} later.test.example"
+    assert connect(sandboxes, sandbox, "raw", A, RAW_PORT) == A
+    assert probe(sandboxes, sandbox, "later.test.example") == {"later.test.example": reached(BAD)}
+    # Narrowing works the same way: what is no longer allowed is refused again.
+    assert sandboxes.backend.apply_network_policy(sandbox.id, named(allow=("good.test.example",)))
+    time.sleep(0.5)
+    assert connect(sandboxes, sandbox, "raw", A, RAW_PORT) == "failed ConnectionResetError"
+    assert connect(sandboxes, sandbox, "tls", BAD, TLS_PORT, "later.test.example") == \
+        "failed ConnectionResetError"
+
+
+def test_a_sandbox_without_a_network_of_its_own_keeps_its_policy(world, sandboxes):
+    sandbox = sandboxes.create(network=policy(deny_all=True))  # nothing allowed: no network
+
+    assert sandboxes.backend.apply_network_policy(sandbox.id, named(allow=("good.test.example",))) \
+        is False
 
 
 def test_a_command_s_result_lists_what_the_gateway_refused_during_it(world, sandboxes, by_name):

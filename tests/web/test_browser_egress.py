@@ -53,6 +53,7 @@ def test_an_admin_reads_the_log_and_sees_new_connections_arrive(tab, workspace):
     request = tab.locator(".egress-request", has_text="api.example.com")
     assert "The weather skill calls it" in request.inner_text()
     assert request.get_by_role("button", name="Allow on Tenant sandbox").is_visible()
+    assert request.get_by_label("Also for its running sandboxes").is_visible()
     assert serious(tab) == []
     tab.mouse.move(0, 0)
     shot(tab, "egress.png")

@@ -191,3 +191,13 @@ def test_a_member_asks_from_the_run_and_an_admin_allows_from_the_egress_page(wor
     assert "Access requests" not in text(admin.get("/egress"))
     activity = text(admin.get("/activity"))
     assert "allowed files.example.org on sandbox config “Tenant sandbox 2”" in activity
+
+    # "Also for its running sandboxes": this session has none bound yet.
+    member.post(f"{path}/egress-access", data={"host": "wheels.example.org"},
+                headers=htmx_headers(member, path))
+    request_id = re.search(r'/egress/requests/([0-9a-f-]{36})/approve',
+                           text(admin.get("/egress"))).group(1)
+    done = post_form(admin, f"/egress/requests/{request_id}/approve", {"running": "1"},
+                     token_from="/egress")
+    assert ("wheels.example.org is allowed on the config for sandboxes created from now on "
+            "and for 0 running sandboxes.") in text(admin.get(done.headers["Location"]))

@@ -41,6 +41,7 @@ from app.backends.base import (
     LIVE_STATES,
     BackendError,
     Capabilities,
+    ResolvedNetworkPolicy,
     SandboxInfo,
     SandboxNotFound,
     SandboxSpec,
@@ -307,6 +308,17 @@ class DockerBackend(DockerCommands, DockerFiles, DockerImages, DockerCarry):
 
     def get(self, sandbox_id: str) -> SandboxInfo:
         return containers.from_inspect(self._inspect(sandbox_id))
+
+    def apply_network_policy(self, sandbox_id: str, policy: ResolvedNetworkPolicy) -> bool:
+        """The host's rules, resolver and gateway of a running sandbox follow `policy`.
+        False when the sandbox has no network of its own (none, or the default bridge of
+        an open policy): it keeps what it was created with."""
+        egress_id = egress.egress_id_of(self._inspect(sandbox_id))
+        if egress_id is None:
+            return False
+        with self._errors("apply the network policy"):
+            self.egress.update_policy(egress_id, policy)
+        return True
 
     def get_recent(self, sandbox_id: str) -> SandboxInfo:
         """`get`, answered from a look at the running container taken within FRESH_SEC

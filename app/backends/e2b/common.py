@@ -40,10 +40,12 @@ from app.backends.base import (
     LIVE_STATES,
     BackendError,
     Capabilities,
+    ResolvedNetworkPolicy,
     SandboxInfo,
     SandboxNotFound,
     SandboxSpec,
     SandboxState,
+    Unsupported,
 )
 from app.backends.e2b import io
 from app.backends.e2b.commands import E2BCommands
@@ -115,6 +117,10 @@ class E2BCompatible(E2BCommands, E2BFiles, TemplateCatalog):
     capabilities = Capabilities(reconnect=True, metadata=True, list=True, pause_resume=True,
                                 timeout_refresh=True, filesystem=True, snapshots=True,
                                 volumes=False, templates=True, egress_rules=True)
+
+    def apply_network_policy(self, sandbox_id: str, policy: ResolvedNetworkPolicy) -> bool:
+        raise Unsupported("the provider sets a sandbox's network rules when it creates it; "
+                          "new sandboxes get the changed policy")
 
     def __init__(self, settings: dict[str, Any]):
         self.settings = E2BSettings.from_dict(self.provider, settings, self.ttl_key,

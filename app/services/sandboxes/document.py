@@ -328,6 +328,14 @@ def resolve_policy(doc: dict[str, Any]) -> ResolvedNetworkPolicy:
     )
 
 
+def policy_summary(policy: ResolvedNetworkPolicy) -> dict[str, Any]:
+    """What the sandbox enforces (set at creation, or applied to it since), minus any
+    secret (header values, inject secrets)."""
+    return {"allow_internet_access": policy.allow_internet_access,
+            "allow_out": list(policy.allow_out), "deny_out": list(policy.deny_out),
+            "cube_rules": len(policy.cube_rules), "e2b_host_rules": len(policy.host_rules)}
+
+
 def ttl_of(doc: dict[str, Any]) -> int:
     """The idle lifetime a sandbox of this config gets (the backend's TTL setting)."""
     kind = doc["sandbox_type"]

@@ -9,19 +9,27 @@ it); a member has at most PENDING_PER_MEMBER pending in a workspace.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import func, select
 
+from app.backends.base import BackendError
 from app.errors import NotFound, ValidationFailed
 from app.extensions import db
 from app.models import EgressAccessRequest, SandboxConfig, SandboxSession, Tenant, User
+from app.models.session import BindingState
 from app.models.types import utcnow
 from app.services import Actor, audit
 from app.services.quotas import OverQuota
 from app.services.sandboxes import configs, document
+from app.services.sandboxes.provider import backend_for
 from app.services.sandboxes.targets import TargetError, classify
+
+log = logging.getLogger("sandlot.egress_access")
 
 PENDING_PER_MEMBER = 20
 REASON_MAX = 500
@@ -89,8 +97,20 @@ def _pending_one(tenant: Tenant, request_id: str) -> EgressAccessRequest:
     return row
 
 
-def approve(tenant: Tenant, actor: Actor, request_id: str) -> EgressAccessRequest:
-    """Allow the host on the config: its `allow_out` gains the host (unless it has it)."""
+@dataclass(frozen=True)
+class Running:
+    """What approving did to the config's running sandboxes: `updated` now enforce the
+    new policy; `kept` keep the one they were created with (no network of their own,
+    a provider that fixes rules at creation, or a sandbox that did not answer)."""
+
+    updated: int = 0
+    kept: int = 0
+
+
+def approve(tenant: Tenant, actor: Actor, request_id: str,
+            running: bool = False) -> tuple[EgressAccessRequest, Running | None]:
+    """Allow the host on the config: its `allow_out` gains the host (unless it has it).
+    With `running`, the config's running sandboxes enforce the new policy too, at once."""
     row = _pending_one(tenant, request_id)
     config = db.session.get(SandboxConfig, row.sandbox_config_id)
     if config is None or config.deleted_at is not None:
@@ -102,7 +122,40 @@ def approve(tenant: Tenant, actor: Actor, request_id: str) -> EgressAccessReques
         network["allow_out"] = [*allow, row.host]
         configs.update_config(tenant, actor, config, config.name, config.description,
                               {**doc, "network": network})
-    return _decide(tenant, actor, row, "approved", config.name)
+    row = _decide(tenant, actor, row, "approved", config.name)
+    return row, (_apply_to_running(tenant, actor, config) if running else None)
+
+
+def _apply_to_running(tenant: Tenant, actor: Actor, config: SandboxConfig) -> Running:
+    """The saved policy on every bound sandbox of the config, and on each session's
+    record of its policy (audited with the counts). A sandbox that cannot take it keeps
+    its own; the next sandbox of the config gets the new one in any case."""
+    doc = config.config
+    policy = dataclasses.replace(document.resolve_policy(doc), name=config.name)
+    summary = document.policy_summary(policy)
+    bound = list(db.session.scalars(select(SandboxSession).where(
+        SandboxSession.tenant_id == tenant.id, SandboxSession.sandbox_config_id == config.id,
+        SandboxSession.binding_state == BindingState.bound,
+        SandboxSession.sandbox_id.is_not(None))))
+    updated = kept = 0
+    if bound:
+        backend = backend_for(doc)
+        try:
+            for session in bound:
+                try:
+                    applied = backend.apply_network_policy(session.sandbox_id, policy)
+                except BackendError as exc:
+                    log.info("policy not applied to sandbox of session %s: %s", session.id, exc)
+                    applied = False
+                if applied:
+                    session.policy = summary
+                updated, kept = updated + applied, kept + (not applied)
+        finally:
+            backend.close()
+    audit.record(tenant, actor, "sandbox_config.policy_applied_to_running", "sandbox_config",
+                 config.id, {"config": config.name, "updated": updated, "kept": kept})
+    db.session.commit()
+    return Running(updated, kept)
 
 
 def decline(tenant: Tenant, actor: Actor, request_id: str) -> EgressAccessRequest:

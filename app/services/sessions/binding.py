@@ -103,7 +103,7 @@ def _create_claimed(session: SandboxSession, config: SandboxConfig, backend: Bac
     except BaseException:
         unbind(session)  # give the claim back so the next request can try again
         raise
-    if not _bind(session, info.id, version, config, policy=_policy_summary(spec),
+    if not _bind(session, info.id, version, config, policy=document.policy_summary(spec.network),
                  traffic_token=info.traffic_token):
         # Ended (by its member or an admin) while we created it: nobody else knows of
         # this sandbox, so it goes now rather than being left running.
@@ -203,11 +203,3 @@ def _generation(config: SandboxConfig) -> int:
 def _rebuilds(config: SandboxConfig) -> bool:
     """Skill rollout `next_turn` rebuilds on next use; `new_session` only for new sessions."""
     return config.config.get("skill_rollout") != "new_session"
-
-
-def _policy_summary(spec: SandboxSpec) -> dict[str, Any]:
-    """What the sandbox was created with, minus any secret (header values, inject secrets)."""
-    policy = spec.network
-    return {"allow_internet_access": policy.allow_internet_access,
-            "allow_out": list(policy.allow_out), "deny_out": list(policy.deny_out),
-            "cube_rules": len(policy.cube_rules), "e2b_host_rules": len(policy.host_rules)}

@@ -79,6 +79,37 @@ def read_state(net_id: str, path: Path) -> SandboxNet | None:
     return net if net.id == net_id else None
 
 
+class StateFiles:
+    """The state directory as a daemon follows it: a sandbox's file is read when it
+    appears and again when it is replaced (a policy applied to running sandboxes, written
+    atomically as at creation), and forgotten when it goes."""
+
+    def __init__(self, state_dir: Path):
+        self.state_dir = state_dir
+        self.nets: dict[str, SandboxNet | None] = {}  # None: unreadable
+        self._stamps: dict[str, tuple[int, int]] = {}
+
+    def refresh(self) -> tuple[list[str], list[str]]:
+        """Follow the directory; (the ids gone, the ids whose file was replaced)."""
+        present: dict[str, tuple[Path, tuple[int, int]]] = {}
+        for path in sandboxes_dir(self.state_dir).glob("*.json"):
+            try:
+                info = path.stat()
+            except FileNotFoundError:
+                continue
+            present[path.stem] = (path, (info.st_ino, info.st_mtime_ns))
+        gone = [net_id for net_id in self.nets if net_id not in present]
+        for net_id in gone:
+            del self.nets[net_id], self._stamps[net_id]
+        replaced = []
+        for net_id, (path, stamp) in present.items():
+            if self._stamps.get(net_id) != stamp:
+                if net_id in self.nets:
+                    replaced.append(net_id)
+                self.nets[net_id], self._stamps[net_id] = read_state(net_id, path), stamp
+        return gone, replaced
+
+
 # -- serving -----------------------------------------------------------------------------
 
 def _bridge_exists(net: SandboxNet) -> bool:
@@ -117,7 +148,7 @@ class Resolver:
     def __init__(self, state_dir: Path, idle_exit_sec: float = IDLE_EXIT_SEC):
         self.state_dir = state_dir
         self.idle_exit_sec = idle_exit_sec
-        self.known: dict[str, SandboxNet | None] = {}  # state files read (None: unreadable)
+        self.states = StateFiles(state_dir)
         self.served: dict[str, Served] = {}
         self.failing: set[str] = set()  # warned once about a failed bind
         self.selector = selectors.DefaultSelector()
@@ -132,20 +163,19 @@ class Resolver:
         self.selector.register(self.wake_r, selectors.EVENT_READ, (None, "wake"))
 
     def rescan(self) -> None:
-        """Follow the state files (written once, atomically; removed at delete) and the
-        bridges they name."""
-        present = {path.stem: path for path in sandboxes_dir(self.state_dir).glob("*.json")}
-        for net_id in [i for i in self.known if i not in present]:
-            del self.known[net_id]
-            self.failing.discard(net_id)
-        for net_id, path in present.items():
-            if net_id not in self.known:
-                self.known[net_id] = read_state(net_id, path)
+        """Follow the state files (written atomically; replaced when a policy is applied
+        to running sandboxes; removed at delete) and the bridges they name."""
+        gone, replaced = self.states.refresh()
+        self.failing.difference_update(gone)
+        known = self.states.nets
+        for net_id in replaced:
+            if net_id in self.served and known[net_id] is not None:
+                self.served[net_id].net = known[net_id]  # the next query decides by it
         for net_id in list(self.served):
-            net = self.known.get(net_id)
+            net = known.get(net_id)
             if net is None or not _bridge_exists(net):
                 self._stop(net_id)
-        for net_id, net in self.known.items():
+        for net_id, net in known.items():
             if net is not None and net_id not in self.served and _bridge_exists(net):
                 self._serve(net)
 

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.backends.docker.egress import decide, dns_answer, nft
-from app.backends.docker.egress.dns import read_state, sandboxes_dir
+from app.backends.docker.egress.dns import StateFiles, sandboxes_dir
 from app.backends.docker.egress.log_files import Spool
 from app.backends.docker.egress.policy import SandboxNet
 from app.backends.docker.egress.sniff import HEAD_MAX, sniff
@@ -239,7 +239,7 @@ class Gateway:
         self.per_sandbox = per_sandbox
         self.total_max = total
         self.total = 0
-        self.known: dict[str, SandboxNet | None] = {}
+        self.states = StateFiles(state_dir)
         self.served: dict[str, Served] = {}
         self.failing: set[str] = set()
         self.spool = Spool(state_dir)
@@ -252,20 +252,19 @@ class Gateway:
     # -- state files -----------------------------------------------------------------
 
     async def rescan(self) -> None:
-        present = {path.stem: path for path in sandboxes_dir(self.state_dir).glob("*.json")}
-        for net_id in [i for i in self.known if i not in present]:
-            del self.known[net_id]
-            self.failing.discard(net_id)
-        for net_id, path in present.items():
-            if net_id not in self.known:
-                self.known[net_id] = read_state(net_id, path)
+        gone, replaced = self.states.refresh()
+        self.failing.difference_update(gone)
+        known = self.states.nets
+        for net_id in replaced:
+            if net_id in self.served and known[net_id] is not None:
+                self.served[net_id].net = known[net_id]  # new connections decide by it
         for net_id in list(self.served):
-            net = self.known.get(net_id)
+            net = known.get(net_id)
             if net is None or not os.path.exists(f"/sys/class/net/{net.bridge}"):
                 served = self.served.pop(net_id)
                 served.server.close()
                 log.info("sandbox %s: stopped serving", net_id)
-        for net_id, net in self.known.items():
+        for net_id, net in known.items():
             if (net is not None and net.gateway_port and net_id not in self.served
                     and os.path.exists(f"/sys/class/net/{net.bridge}")):
                 await self._serve(net)

@@ -12,6 +12,7 @@ Settings (state directory, DNS upstream, subnet pool): settings.py.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import ipaddress
 import json
@@ -73,160 +74,34 @@ def egress_id_of(container: dict[str, Any]) -> str | None:
     return net_id if EGRESS_ID.match(net_id) else None
 
 
-class EgressManager:
-    """Egress enforcement for the containers of one local Docker engine."""
+class Daemons:
+    """This host's egress daemons (the resolver and the gateway) and the sandbox state
+    files they serve from: what the reaper and the sandbox check need, without an engine."""
 
-    _orphans_checked = False  # once per process, on the first attach
-
-    def __init__(self, api: docker.APIClient, engine_host: str,
-                 settings: EgressSettings | None = None):
-        self.api = api
-        self.engine_host = engine_host
+    def __init__(self, settings: EgressSettings | None = None):
         self.settings = settings or EgressSettings.from_env()
-        self._unavailable: str | None | bool = False  # False: not checked yet
 
-    # -- availability --------------------------------------------------------------------
+    def policed(self) -> list[SandboxNet]:
+        """The sandboxes of this host whose egress the daemons decide now: a state file
+        whose bridge exists."""
+        return [net for net in _states(self.settings.state_dir)
+                if Path(f"/sys/class/net/{net.bridge}").exists()]
 
-    def unavailable_reason(self) -> str | None:
-        """None when this host can enforce egress for the engine's containers."""
-        if self._unavailable is False:
-            self._unavailable = self._check()
-        return self._unavailable  # type: ignore[return-value]
-
-    def _check(self) -> str | None:
-        if not self.engine_host.startswith("unix://"):
-            return (f"the Docker engine at {self.engine_host} is not on this host, so this "
-                    "host's firewall cannot filter its containers")
-        if not hasattr(os, "geteuid") or os.geteuid() != 0:
-            return "the app does not run as root, so it cannot manage nftables rules"
-        reason = nft.available()
-        if reason:
-            return reason
-        try:
-            options = self.api.info().get("SecurityOptions") or []
-        except docker.errors.DockerException as exc:
-            return f"cannot ask the Docker engine about itself: {exc}"
-        if any("rootless" in option for option in options):
-            return "the Docker engine is rootless: its networks are not in this host's namespace"
-        return None
-
-    # -- create / delete -----------------------------------------------------------------
-
-    def attach(self, policy: ResolvedNetworkPolicy, metadata: dict[str, str]) -> Attachment:
-        """Network, rules, state file and resolver for a new sandbox; all or nothing."""
-        egress = EgressPolicy.from_resolved(policy)  # invalid entries fail before any I/O
-        self._cleanup_orphans_once()
-        net_id, subnet = self._create_network(metadata)
-        hosts = subnet.hosts()
-        net = SandboxNet(id=net_id, subnet=str(subnet), gateway=str(next(hosts)),
-                         upstream=self.settings.upstream, policy=egress, metadata=metadata,
-                         gateway_port=self.settings.gateway_port)
-        try:
-            if not Path(f"/sys/class/net/{net.bridge}").exists():
-                raise BackendError(f"bridge {net.bridge} of network {net.network} is not on "
-                                   "this host: cannot enforce the network policy here")
-            nft.apply(net)
-            self._write_state(net)
-            self._ensure_resolver(net)
-            self._ensure_gateway(net)
-        except BaseException:
-            try:
-                self.release(net_id)
-            except BackendError as exc:
-                log.warning("could not undo egress setup of %s: %s", net.network, exc)
-            raise
-        return Attachment(net.network, (net.gateway,), net_id)
-
-    def release(self, net_id: str) -> None:
-        """Remove the network, then the rules, then the state file. Gone is success."""
-        self._remove_network(f"{NETWORK_PREFIX}{net_id}")
-        nft.remove(net_id)
-        self._state_file(net_id).unlink(missing_ok=True)
-
-    def ensure(self, net_id: str) -> None:
-        """Before a sandbox runs again: its rules present (rebuilt from the state file
-        written at creation, so the policy is still the one it was created with) and its
-        resolver up. Refuse rather than run a sandbox without its rules."""
-        net = self.load(net_id)
-        if net is None:
-            raise BackendError(f"the egress state of network {NETWORK_PREFIX}{net_id} is "
-                               "gone, so its policy cannot be enforced; delete this sandbox")
-        if not nft.has_sandbox(net_id):
-            log.warning("egress rules of %s were missing; rebuilding them", net.network)
-            nft.remove(net_id)
-            nft.apply(net)
-        self._ensure_resolver(net)
-        self._ensure_gateway(net)
-
-    def revive(self, net_id: str) -> None:
-        """Before a command: bring back a resolver or gateway that stopped (killed, or
-        exited while idle), so a running sandbox's egress comes back by its next command.
-        Two lock checks when both run."""
-        if not self.resolver_running() or not self.gateway_running():
-            log.warning("egress daemons of %s%s were down; starting them", NETWORK_PREFIX,
-                        net_id)
-            self.ensure(net_id)
-
-    def log_mark(self, net_id: str) -> log_files.Mark:
-        """Where the sandbox's egress log ends before a command (see `denied_since`)."""
-        return log_files.mark(self.settings.state_dir, net_id)
-
-    def denied_since(self, net_id: str, mark: log_files.Mark) -> tuple[dict, ...]:
-        """What the gateway refused for this sandbox since `log_mark`."""
-        return log_files.denied(log_files.since(self.settings.state_dir, net_id, mark))
-
-    def load(self, net_id: str) -> SandboxNet | None:
-        try:
-            return SandboxNet.from_dict(json.loads(self._state_file(net_id).read_text()))
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise BackendError(f"unreadable egress state for {net_id}: {exc}") from None
-
-    # -- networks ------------------------------------------------------------------------
-
-    def _create_network(self, metadata: dict[str, str]) -> tuple[str, ipaddress.IPv4Network]:
-        """A fresh network on a free /28 of the pool (the engine refuses overlaps, so
-        concurrent creators simply try another)."""
-        pool = self.settings.subnets
-        count = 1 << (SUBNET_PREFIX - pool.prefixlen)
-        last_error = ""
-        for _ in range(min(count, 32)):
-            net_id = secrets.token_hex(5)
-            index = random.randrange(count)
-            subnet = ipaddress.IPv4Network(
-                (int(pool.network_address) + index * (1 << (32 - SUBNET_PREFIX)), SUBNET_PREFIX))
-            gateway = str(next(subnet.hosts()))
-            ipam = docker.types.IPAMConfig(
-                pool_configs=[docker.types.IPAMPool(subnet=str(subnet), gateway=gateway)])
-            labels = {**metadata, LABEL: net_id, CREATED_LABEL: str(int(time.time()))}
-            try:
-                self.api.create_network(
-                    f"{NETWORK_PREFIX}{net_id}", driver="bridge", ipam=ipam, labels=labels,
-                    options={"com.docker.network.bridge.name": f"sl-{net_id}"},
-                    check_duplicate=True)
-                return net_id, subnet
-            except docker.errors.APIError as exc:
-                last_error = str(exc.explanation or exc)
-                if "overlap" not in last_error.lower() and "in use" not in last_error.lower():
-                    raise BackendError(f"create sandbox network failed: {last_error}") from None
-        raise BackendError(f"no free sandbox subnet in {pool} ({last_error}); widen "
-                           "SANDBOX_EGRESS_SUBNETS or delete sandboxes")
-
-    def _remove_network(self, name: str) -> None:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                self.api.remove_network(name)
-                return
-            except docker.errors.NotFound:
-                return
-            except docker.errors.APIError as exc:
-                # A container being removed may hold its endpoint for a moment.
-                if "active endpoints" not in str(exc) or time.monotonic() > deadline:
-                    raise BackendError(f"remove sandbox network {name} failed: "
-                                       f"{exc.explanation or exc}") from None
-                time.sleep(0.2)
+    def supervise(self) -> list[str]:
+        """The daemons' supervisor (the reaper runs it): while any sandbox of this host is
+        policed, a resolver or gateway that is not running (killed, crashed) is started
+        again, so a sandbox's egress comes back without waiting for its next command.
+        Answers what it started."""
+        nets = self.policed()
+        started = []
+        if nets and not self.resolver_running():
+            self._ensure_resolver(nets[0])
+            started.append("resolver")
+        served = [net for net in nets if net.gateway_port]
+        if served and not self.gateway_running():
+            self._ensure_gateway(served[0])
+            started.append("gateway")
+        return started
 
     # -- state files and the resolver ----------------------------------------------------
 
@@ -317,6 +192,176 @@ class EgressManager:
         with open_private(gateway.log_path(state_dir)) as output:
             subprocess.run(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=output,
                            stderr=output, timeout=30, check=False)
+
+
+class EgressManager(Daemons):
+    """Egress enforcement for the containers of one local Docker engine."""
+
+    _orphans_checked = False  # once per process, on the first attach
+
+    def __init__(self, api: docker.APIClient, engine_host: str,
+                 settings: EgressSettings | None = None):
+        super().__init__(settings)
+        self.api = api
+        self.engine_host = engine_host
+        self._unavailable: str | None | bool = False  # False: not checked yet
+
+    # -- availability --------------------------------------------------------------------
+
+    def unavailable_reason(self) -> str | None:
+        """None when this host can enforce egress for the engine's containers."""
+        if self._unavailable is False:
+            self._unavailable = self._check()
+        return self._unavailable  # type: ignore[return-value]
+
+    def _check(self) -> str | None:
+        if not self.engine_host.startswith("unix://"):
+            return (f"the Docker engine at {self.engine_host} is not on this host, so this "
+                    "host's firewall cannot filter its containers")
+        if not hasattr(os, "geteuid") or os.geteuid() != 0:
+            return "the app does not run as root, so it cannot manage nftables rules"
+        reason = nft.available()
+        if reason:
+            return reason
+        try:
+            options = self.api.info().get("SecurityOptions") or []
+        except docker.errors.DockerException as exc:
+            return f"cannot ask the Docker engine about itself: {exc}"
+        if any("rootless" in option for option in options):
+            return "the Docker engine is rootless: its networks are not in this host's namespace"
+        return None
+
+    # -- create / delete -----------------------------------------------------------------
+
+    def attach(self, policy: ResolvedNetworkPolicy, metadata: dict[str, str]) -> Attachment:
+        """Network, rules, state file and resolver for a new sandbox; all or nothing."""
+        egress = EgressPolicy.from_resolved(policy)  # invalid entries fail before any I/O
+        self._cleanup_orphans_once()
+        net_id, subnet = self._create_network(metadata)
+        hosts = subnet.hosts()
+        net = SandboxNet(id=net_id, subnet=str(subnet), gateway=str(next(hosts)),
+                         upstream=self.settings.upstream, policy=egress, metadata=metadata,
+                         gateway_port=self.settings.gateway_port)
+        try:
+            if not Path(f"/sys/class/net/{net.bridge}").exists():
+                raise BackendError(f"bridge {net.bridge} of network {net.network} is not on "
+                                   "this host: cannot enforce the network policy here")
+            nft.apply(net)
+            self._write_state(net)
+            self._ensure_resolver(net)
+            self._ensure_gateway(net)
+        except BaseException:
+            try:
+                self.release(net_id)
+            except BackendError as exc:
+                log.warning("could not undo egress setup of %s: %s", net.network, exc)
+            raise
+        return Attachment(net.network, (net.gateway,), net_id)
+
+    def release(self, net_id: str) -> None:
+        """Remove the network, then the rules, then the state file. Gone is success."""
+        self._remove_network(f"{NETWORK_PREFIX}{net_id}")
+        nft.remove(net_id)
+        self._state_file(net_id).unlink(missing_ok=True)
+
+    def ensure(self, net_id: str) -> None:
+        """Before a sandbox runs again: its rules present (rebuilt from the state file
+        written at creation, so the policy is still the one it was created with) and its
+        resolver up. Refuse rather than run a sandbox without its rules."""
+        net = self.load(net_id)
+        if net is None:
+            raise BackendError(f"the egress state of network {NETWORK_PREFIX}{net_id} is "
+                               "gone, so its policy cannot be enforced; delete this sandbox")
+        if not nft.has_sandbox(net_id):
+            log.warning("egress rules of %s were missing; rebuilding them", net.network)
+            nft.remove(net_id)
+            nft.apply(net)
+        self._ensure_resolver(net)
+        self._ensure_gateway(net)
+
+    def revive(self, net_id: str) -> None:
+        """Before a command: bring back a resolver or gateway that stopped (killed, or
+        exited while idle), so a running sandbox's egress comes back by its next command.
+        Two lock checks when both run."""
+        if not self.resolver_running() or not self.gateway_running():
+            log.warning("egress daemons of %s%s were down; starting them", NETWORK_PREFIX,
+                        net_id)
+            self.ensure(net_id)
+
+    def update_policy(self, net_id: str, policy: ResolvedNetworkPolicy) -> None:
+        """Apply a changed policy to a running sandbox (an admin's explicit choice; a
+        policy is otherwise fixed at creation): its rules in one transaction, then its
+        state file, which the resolver and the gateway re-read when woken."""
+        egress = EgressPolicy.from_resolved(policy)  # invalid entries fail before any I/O
+        net = self.load(net_id)
+        if net is None:
+            raise BackendError("this sandbox's egress state is gone; delete the sandbox")
+        updated = dataclasses.replace(net, policy=egress)
+        nft.run(nft.policy_script(updated))
+        self._write_state(updated)
+        self._wake_resolver()
+        self._signal(gateway.pid_path(self.settings.state_dir), self.gateway_running())
+
+    def log_mark(self, net_id: str) -> log_files.Mark:
+        """Where the sandbox's egress log ends before a command (see `denied_since`)."""
+        return log_files.mark(self.settings.state_dir, net_id)
+
+    def denied_since(self, net_id: str, mark: log_files.Mark) -> tuple[dict, ...]:
+        """What the gateway refused for this sandbox since `log_mark`."""
+        return log_files.denied(log_files.since(self.settings.state_dir, net_id, mark))
+
+    def load(self, net_id: str) -> SandboxNet | None:
+        try:
+            return SandboxNet.from_dict(json.loads(self._state_file(net_id).read_text()))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise BackendError(f"unreadable egress state for {net_id}: {exc}") from None
+
+    # -- networks ------------------------------------------------------------------------
+
+    def _create_network(self, metadata: dict[str, str]) -> tuple[str, ipaddress.IPv4Network]:
+        """A fresh network on a free /28 of the pool (the engine refuses overlaps, so
+        concurrent creators simply try another)."""
+        pool = self.settings.subnets
+        count = 1 << (SUBNET_PREFIX - pool.prefixlen)
+        last_error = ""
+        for _ in range(min(count, 32)):
+            net_id = secrets.token_hex(5)
+            index = random.randrange(count)
+            subnet = ipaddress.IPv4Network(
+                (int(pool.network_address) + index * (1 << (32 - SUBNET_PREFIX)), SUBNET_PREFIX))
+            gateway = str(next(subnet.hosts()))
+            ipam = docker.types.IPAMConfig(
+                pool_configs=[docker.types.IPAMPool(subnet=str(subnet), gateway=gateway)])
+            labels = {**metadata, LABEL: net_id, CREATED_LABEL: str(int(time.time()))}
+            try:
+                self.api.create_network(
+                    f"{NETWORK_PREFIX}{net_id}", driver="bridge", ipam=ipam, labels=labels,
+                    options={"com.docker.network.bridge.name": f"sl-{net_id}"},
+                    check_duplicate=True)
+                return net_id, subnet
+            except docker.errors.APIError as exc:
+                last_error = str(exc.explanation or exc)
+                if "overlap" not in last_error.lower() and "in use" not in last_error.lower():
+                    raise BackendError(f"create sandbox network failed: {last_error}") from None
+        raise BackendError(f"no free sandbox subnet in {pool} ({last_error}); widen "
+                           "SANDBOX_EGRESS_SUBNETS or delete sandboxes")
+
+    def _remove_network(self, name: str) -> None:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                self.api.remove_network(name)
+                return
+            except docker.errors.NotFound:
+                return
+            except docker.errors.APIError as exc:
+                # A container being removed may hold its endpoint for a moment.
+                if "active endpoints" not in str(exc) or time.monotonic() > deadline:
+                    raise BackendError(f"remove sandbox network {name} failed: "
+                                       f"{exc.explanation or exc}") from None
+                time.sleep(0.2)
 
     # -- orphans -------------------------------------------------------------------------
 
@@ -414,6 +459,12 @@ def _until_ready(answers, running, spawn, failure: str) -> None:
         if time.monotonic() > deadline:
             raise BackendError(failure)
         time.sleep(0.01)
+
+
+def _states(state_dir: Path) -> list[SandboxNet]:
+    files = dns.StateFiles(state_dir)
+    files.refresh()
+    return [net for net in files.nets.values() if net is not None]
 
 
 def resolver_running(state_dir: Path) -> bool:

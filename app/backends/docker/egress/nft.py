@@ -94,18 +94,7 @@ def sandbox_script(net: SandboxNet) -> str:
         f"add set {TABLE} {s}_deny {{ type ipv4_addr; flags interval;{_elements(p.deny)} }}",
         f"add set {TABLE} {s}_dns {{ type ipv4_addr; flags timeout; }}",
         f"add chain {TABLE} {s}_out",
-        f"add rule {TABLE} {s}_out ct state established,related return",
-        f"add rule {TABLE} {s}_out meta nfproto != ipv4 counter drop",
-        f"add rule {TABLE} {s}_out ip daddr {{ {', '.join(NEVER)} }} counter drop",
-        f"add rule {TABLE} {s}_out ip daddr @{s}_private return",
-        f"add rule {TABLE} {s}_out ip daddr {{ {', '.join(PRIVATE)} }} counter drop",
-        f"add rule {TABLE} {s}_out ip daddr @{s}_allow return",
-        f"add rule {TABLE} {s}_out ip daddr @{s}_dns return",
-        f"add rule {TABLE} {s}_out ip daddr @{s}_deny counter drop",
-    ]
-    if p.deny_all:
-        lines.append(f"add rule {TABLE} {s}_out counter drop")
-    lines += [
+        *_out_rules(net),
         f"add chain {TABLE} {s}_in",
         f"add rule {TABLE} {s}_in ct state established,related return",
         f"add rule {TABLE} {s}_in counter drop",
@@ -128,6 +117,38 @@ def sandbox_script(net: SandboxNet) -> str:
         f"add element {TABLE} in_iface {{ {br} : jump {s}_in }}",
         f"add element {TABLE} host_iface {{ {br} : jump {s}_host }}",
     ]
+    return "\n".join(lines) + "\n"
+
+
+def _out_rules(net: SandboxNet) -> list[str]:
+    """What the sandbox may reach: its chain's rules, in the order of decisions."""
+    s = f"sb_{net.id}"
+    rules = [
+        f"add rule {TABLE} {s}_out ct state established,related return",
+        f"add rule {TABLE} {s}_out meta nfproto != ipv4 counter drop",
+        f"add rule {TABLE} {s}_out ip daddr {{ {', '.join(NEVER)} }} counter drop",
+        f"add rule {TABLE} {s}_out ip daddr @{s}_private return",
+        f"add rule {TABLE} {s}_out ip daddr {{ {', '.join(PRIVATE)} }} counter drop",
+        f"add rule {TABLE} {s}_out ip daddr @{s}_allow return",
+        f"add rule {TABLE} {s}_out ip daddr @{s}_dns return",
+        f"add rule {TABLE} {s}_out ip daddr @{s}_deny counter drop",
+    ]
+    if net.policy.deny_all:
+        rules.append(f"add rule {TABLE} {s}_out counter drop")
+    return rules
+
+
+def policy_script(net: SandboxNet) -> str:
+    """A running sandbox's policy replaced in one transaction: its address sets and its
+    out chain anew. Connections already open stay open; the learned addresses (the
+    `_dns` set) keep their timeouts."""
+    p, s = net.policy, f"sb_{net.id}"
+    lines = []
+    for name, values in (("allow", p.allow), ("private", p.private_allow), ("deny", p.deny)):
+        lines.append(f"flush set {TABLE} {s}_{name}")
+        if values:
+            lines.append(f"add element {TABLE} {s}_{name} {{ {', '.join(values)} }}")
+    lines += [f"flush chain {TABLE} {s}_out", *_out_rules(net)]
     return "\n".join(lines) + "\n"
 
 

@@ -31,6 +31,7 @@ EXEC_MARK = "sandlot-ok"
 CLIENT_BUILD, API_URL, CREDENTIAL, TEMPLATE = (
     "client_build", "api_url_reachable", "credential_valid", "template_exists")
 EXEC, EGRESS, CANARY = "sandbox_exec", "egress_available", "egress_denied_enforced"
+GATEWAY = "egress_gateway"  # ours: Docker's egress gateway on this host (issue 24)
 # Skip reasons: the reference's five, then ours.
 NEEDS_DEEP = "needs_deep_check"
 UNREACHABLE = "control_plane_unreachable"

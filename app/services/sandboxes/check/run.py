@@ -23,7 +23,7 @@ from app.backends.base import (
     Unsupported,
 )
 from app.services.job_limits import CHECK_BUDGET_SEC, CHECK_CLEANUP_SEC, OutOfBudget, bounded
-from app.services.sandboxes import document
+from app.services.sandboxes import document, egress_daemons
 from app.services.sandboxes.check import probe
 from app.services.sandboxes.check.parts import (
     API_URL,
@@ -36,6 +36,7 @@ from app.services.sandboxes.check.parts import (
     EXEC_FAILED,
     EXEC_MARK,
     EXEC_TIMEOUT_SEC,
+    GATEWAY,
     NEEDS_DEEP,
     NO_DENIED_TARGET,
     NOT_CREATED,
@@ -74,8 +75,28 @@ class Run:
         self.secrets = secret_values(doc)
         self.rows: list[Check] = []
         self.canary = probe.denies_anything(doc)
-        self.total = 5 + int(self.canary)  # rows: control plane .. egress, then the canary
+        self.gateway_down = self._gateway_down()
+        # rows: the gateway when it is down, control plane .. egress, then the canary
+        self.total = int(self.gateway_down is not None) + 5 + int(self.canary)
         self.capabilities = registry.capabilities_for(self.kind)
+
+    def _gateway_down(self) -> Check | None:
+        """Docker's egress gateway on this host, when it is down while sandboxes of this
+        config run: they have no network until it is back (it fails closed). Like
+        client_build, the row appears only then, first."""
+        if not egress_daemons.gateway_applies(self.doc):
+            return None
+        config = {key: self.metadata[key] for key in ("sandlot_tenant_id",
+                                                      "sandlot_sandbox_config_id")
+                  if key in self.metadata}
+        status = egress_daemons.gateway_status(config)
+        if status.running or not status.sandboxes:
+            return None
+        count = ("1 running sandbox of this config has" if status.sandboxes == 1 else
+                 f"{status.sandboxes} running sandboxes of this config have")
+        return Check(GATEWAY, False, f"The egress gateway is down: {count} no network until "
+                     "it is back. Sandlot starts it again within a minute, or at the next "
+                     "command.")
 
     # -- rows -----------------------------------------------------------------------------
 
@@ -105,6 +126,8 @@ class Run:
             self.add(Check(CLIENT_BUILD, False, human(self.doc, exc)))
             return self.response()
         self.capabilities = backend.capabilities
+        if self.gateway_down is not None:
+            self.add(self.gateway_down)
         try:
             self.steps(backend)
         finally:
