@@ -40,6 +40,7 @@ class Doc:
     errors: tuple[int, ...] = ()
     envelope: bool = True  # False: the body is a bare JSON object (the OpenAPI document)
     stream: bool = False  # True: the success body is text/event-stream (reference 7.3, 7.5)
+    binary: bool = False  # True: the success body is the bytes of a file (a download)
     upload: str | None = None  # also takes multipart/form-data with a file in this field
     partial: bool = False  # `success` is false when some targets failed (a 202 fan-out)
 

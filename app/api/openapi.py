@@ -79,6 +79,10 @@ def _operation(rule, view, params, schemas) -> dict[str, Any]:
     if info.stream:
         op["responses"][str(info.status)] = {"description": "Server-sent events", "content": {
             "text/event-stream": {"schema": {"type": "string"}}}}
+    if info.binary:
+        op["responses"][str(info.status)] = {"description": "The file's bytes", "content": {
+            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+            "application/zip": {"schema": {"type": "string", "format": "binary"}}}}
     guard: Guard | None = getattr(view, "guard", None)
     op["security"] = _security(guard, getattr(view, "public", False))
     if guard is not None:
@@ -90,6 +94,11 @@ def _operation(rule, view, params, schemas) -> dict[str, Any]:
             op["requestBody"]["content"]["multipart/form-data"] = {"schema": {
                 "type": "object", "required": [info.upload],
                 "properties": {info.upload: {"type": "string", "format": "binary"}}}}
+    elif info.upload:  # multipart only: the file field, repeatable, and a folder
+        op["requestBody"] = {"required": True, "content": {"multipart/form-data": {"schema": {
+            "type": "object", "required": [info.upload],
+            "properties": {info.upload: {"type": "array", "items": {
+                "type": "string", "format": "binary"}}, "path": {"type": "string"}}}}}}
     if info.query is not None:
         op["parameters"] += _query_params(info.query)
     return op

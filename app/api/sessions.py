@@ -4,22 +4,26 @@ an admin may also end any of the workspace's (decisions 12)."""
 from __future__ import annotations
 
 import dataclasses
+import io
 from datetime import datetime
 from typing import Any
 
-from flask import g
+from flask import g, request, send_file
 from pydantic import Field
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from app.api import bp
 from app.api._core import Out, Strict, doc, ok, parse_body, parse_query, project
 from app.api.paging import PageQuery, ok_page, window
 from app.api.runs import EgressDenial, run_out
+from app.api.skills import MULTIPART_SLACK
 from app.api.workspace_sessions import EndedOut, ended_out
 from app.auth.guards import guard
+from app.errors import PayloadTooLarge, UnsupportedMediaType
 from app.models import Role, SandboxSession
-from app.services.sessions import ending, runs
+from app.services.sessions import ending, files, runs
 from app.services.sessions import lifecycle as sessions
-from app.tenancy import current_tenant, get_or_404
+from app.tenancy import current_tenant, get_or_404, principal
 
 
 class SessionIn(Strict):
@@ -136,3 +140,85 @@ def exec_in_session(session_id):
                                   "run_id": started.run_id})
     return ok(out.model_dump(mode="json"))
 
+
+
+# -- the session's files (issue 26 item 3) -------------------------------------------------
+
+class PathQuery(Strict):
+    path: str | None = Field(default=None, max_length=files.PATH_MAX,
+                             description="A path under /workspace (default /workspace)")
+
+
+class FileEntryOut(Out):
+    name: str
+    path: str
+    type: str = Field(description="file, folder or link (a link is listed, never followed)")
+    size: int
+    modified: datetime | None
+
+
+class FolderOut(Out):
+    path: str
+    entries: list[FileEntryOut]
+
+
+class DeletedFileOut(Out):
+    path: str
+
+
+def _entry_out(entry: files.Entry) -> dict:
+    return project(FileEntryOut, dataclasses.asdict(entry))
+
+
+@bp.get("/sessions/<uuid:session_id>/files")
+@guard(Role.viewer)
+@doc("A folder of your session's sandbox, under /workspace (links are listed, not "
+     "followed)", query=PathQuery, response=FolderOut, errors=(400, 404, 409, 503))
+def list_session_files(session_id):
+    query = parse_query(PathQuery)
+    path, entries = files.list_files(_own(str(session_id)), query.path)
+    return ok({"path": path, "entries": [_entry_out(e) for e in entries]})
+
+
+@bp.get("/sessions/<uuid:session_id>/files/content")
+@guard(Role.viewer)
+@doc("Download a file of your session's sandbox byte for byte, or a folder as a zip "
+     f"(at most {files.FILE_MAX_BYTES >> 20} MiB, {files.ZIP_MAX_FILES} files)",
+     query=PathQuery, binary=True, errors=(400, 404, 409, 413, 503))
+def download_session_file(session_id):
+    query = parse_query(PathQuery)
+    got = files.download(current_tenant(), principal(), _own(str(session_id)), query.path)
+    return send_file(io.BytesIO(got.data), as_attachment=True, download_name=got.name,
+                     mimetype="application/zip" if got.zipped else "application/octet-stream")
+
+
+@bp.post("/sessions/<uuid:session_id>/files")
+@guard(Role.viewer)
+@doc("Upload files (multipart, field `file`, repeatable) into /workspace/input or the "
+     f"folder under it named by `path`; at most {files.UPLOAD_MAX_FILES} files and "
+     f"{files.FILE_MAX_BYTES >> 20} MiB together", upload="file", response=FileEntryOut,
+     many=True, status=201, errors=(400, 404, 409, 413, 415, 503))
+def upload_session_files(session_id):
+    request.max_content_length = files.FILE_MAX_BYTES + MULTIPART_SLACK
+    session = _own(str(session_id))  # another's session is a 404 whatever the body
+    if request.mimetype != "multipart/form-data":
+        raise UnsupportedMediaType("Send the files as multipart/form-data in the field 'file'.")
+    try:
+        uploads = [(f.filename or "", f.read()) for f in request.files.getlist("file")]
+        folder = request.form.get("path")
+    except RequestEntityTooLarge:
+        raise PayloadTooLarge(f"An upload may hold at most {files.FILE_MAX_BYTES >> 20} MiB.") \
+            from None
+    entries = files.upload(current_tenant(), principal(), session, folder, uploads)
+    return ok([_entry_out(e) for e in entries], 201)
+
+
+@bp.delete("/sessions/<uuid:session_id>/files")
+@guard(Role.viewer)
+@doc("Delete a file or folder of your session's sandbox under /workspace (a link is "
+     "removed itself, never what it points to)", query=PathQuery, response=DeletedFileOut,
+     errors=(400, 404, 409, 503))
+def delete_session_file(session_id):
+    query = parse_query(PathQuery)
+    path = files.delete(current_tenant(), principal(), _own(str(session_id)), query.path)
+    return ok({"path": path})

@@ -81,6 +81,23 @@ def _usable(session: SandboxSession, config: SandboxConfig, backend: Backend) ->
     return None
 
 
+def bound_sandbox(session: SandboxSession, backend: Backend) -> str | None:
+    """The session's sandbox as it is, running (resumed if paused), or None when it has
+    none now. Never creates, replaces or discards one: the session's files are looked at
+    where they are, even in a sandbox the next command would replace."""
+    if session.binding_state != BindingState.bound or not session.sandbox_id:
+        return None
+    try:
+        info = backend.get(session.sandbox_id)
+    except SandboxNotFound:
+        return None
+    if info.state == SandboxState.paused:
+        backend.connect(session.sandbox_id)
+    elif info.state != SandboxState.running:
+        return None
+    return session.sandbox_id
+
+
 def _create_claimed(session: SandboxSession, config: SandboxConfig, backend: Backend) -> str:
     """We hold the claim: adopt a sandbox the provider still has for us, or create one."""
     try:

@@ -105,7 +105,7 @@ def get_session(tenant: Tenant, user: User, session_id: str) -> SandboxSession:
 def delete_session(tenant: Tenant, user: User, session: SandboxSession) -> None:
     """Destroy the session's sandbox (and any it lost track of), then the session."""
     config = db.session.get(SandboxConfig, session.sandbox_config_id)
-    with _provider(config, "ending a session"):
+    with provider_errors(config, "ending a session"):
         destroy_sandboxes(session)
     audit.record(tenant, _Actor(user), "session.deleted", "session", session.id)
     db.session.delete(session)
@@ -188,7 +188,7 @@ def cancel_exec(session: SandboxSession, ref: str) -> None:
     config = db.session.get(SandboxConfig, session.sandbox_config_id)
     if config is None or not session.sandbox_id:
         return
-    with _provider(config, "stopping a command"):
+    with provider_errors(config, "stopping a command"):
         backend = _backend(session, config.config)
         if hasattr(backend, "cancel_exec"):
             backend.cancel_exec(session.sandbox_id, ref)
@@ -229,7 +229,7 @@ def exec_prepared(session: SandboxSession, command: str, prepared: Prepared,
                  "output_limit": OUTPUT_LIMIT}
     if prepared.keep_processes and doc["sandbox_type"] == "docker":
         exec_args["keep_processes"] = True  # E2B and Cube never end what a command left
-    with _provider(config, "running a command"):
+    with provider_errors(config, "running a command"):
         backend = _backend(session, doc)
         sandbox_id, reused = session_binding.ensure_sandbox(session, config, backend,
                                                             looked=looked)
@@ -308,7 +308,7 @@ def _outcome(result: ExecResult, sandbox_id: str, reused: bool) -> ExecOutcome:
 
 
 @contextmanager
-def _provider(config: SandboxConfig | None, what: str) -> Iterator[None]:
+def provider_errors(config: SandboxConfig | None, what: str) -> Iterator[None]:
     """Backend failures become 503 `unavailable`: a sentence and a reference id for the
     member; the reason goes to the log and the config's admins under that id."""
     try:

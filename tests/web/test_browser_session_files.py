@@ -1,0 +1,76 @@
+"""A session's Files page in headless Chromium (issue 26 item 3): from the Playground to
+the folder, an upload into /workspace/input that the sandbox sees, a byte-identical
+download, a delete asked in place; the page without a sandbox; phone layout and axe.
+Screenshots at 1440x900 and 390x844."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.services import audit
+from app.services.sandboxes import configs as service
+from app.services.sessions import lifecycle as sessions
+from tests import factories
+from tests.backends.conftest import BASE_IMAGE, require_docker
+from tests.web._support import confirm
+from tests.web.test_a11y import PHONE, overflow, serious
+from tests.web.test_browser import shot, sign_in
+
+pytestmark = [pytest.mark.browser]
+CONTENT = bytes(range(256)) * 16
+
+
+@pytest.fixture
+def workspace(app):
+    require_docker()
+    group = factories.populate("Acme Research")
+    config = service.create_config(group.tenant, audit.SystemActor("tests"), "Local Docker",
+                                   "", factories.config_doc("docker", {
+                                       "image": BASE_IMAGE, "network_mode": "none"}))
+    session = sessions.create_session(group.tenant, group.contributor, config.id, "Data work")
+    sessions.exec_command(group.tenant, group.contributor, session,
+                          "mkdir -p /workspace/output && echo 42 > /workspace/output/answer.txt")
+    fresh = sessions.create_session(group.tenant, group.contributor, config.id, "Not started")
+    yield group, session, fresh
+    sessions.destroy_sandboxes(session)
+
+
+def test_a_member_uploads_downloads_and_deletes_a_session_s_files(tab, workspace, tmp_path):
+    group, session, fresh = workspace
+    tab.set_viewport_size({"width": 1440, "height": 900})
+    sign_in(tab, group.contributor.email)
+    tab.goto(f"/playground/{session.id}")
+    tab.get_by_role("link", name="Files").click()
+    tab.wait_for_url("**/files")
+    tab.get_by_role("link", name="output").click()
+    tab.get_by_role("link", name="answer.txt").wait_for()
+
+    tab.get_by_role("link", name="workspace").click()
+    source = tmp_path / "data.bin"
+    source.write_bytes(CONTENT)
+    tab.get_by_label("Files to upload").set_input_files(str(source))
+    tab.get_by_role("button", name="Upload", exact=True).click()
+    tab.get_by_text("Uploaded data.bin to /workspace/input.").wait_for()
+    assert "data.bin" in sessions.exec_command(group.tenant, group.contributor, session,
+                                               "ls /workspace/input").stdout
+    with tab.expect_download() as download:
+        tab.get_by_role("link", name="data.bin").click()
+    assert open(download.value.path(), "rb").read() == CONTENT
+    assert serious(tab) == []
+    tab.mouse.move(0, 0)
+    shot(tab, "session-files.png")
+
+    tab.get_by_role("button", name="Delete data.bin").click()
+    assert confirm(tab) == "Delete /workspace/input/data.bin? It cannot be undone."
+    tab.get_by_text("Deleted /workspace/input/data.bin.").wait_for()
+    assert tab.get_by_role("link", name="data.bin").count() == 0
+
+    tab.set_viewport_size(PHONE)
+    tab.goto(f"/playground/{session.id}/files?path=/workspace/output")
+    assert overflow(tab) <= 0
+    assert serious(tab) == []
+    shot(tab, "session-files-mobile.png")
+
+    tab.goto(f"/playground/{fresh.id}/files")
+    tab.get_by_text("No sandbox yet").wait_for()
+    assert serious(tab) == []
