@@ -95,16 +95,20 @@ def test_a_secret_split_across_chunks_is_masked_and_a_cut_line_drops_its_rest(tw
 
     a, _ = two_tenants
     row = make_skill(a.tenant)
-    events = EventLog(row.tenant_id, row.id, row.install_message_id, [SECRET])
+    pem = ("-----BEGIN KEY-----\nMIIEvQIBADANBgkqhkiG9w0B\nAQEFAASCBKcwggSjAgEAAoIB\n"
+           "-----END KEY-----")
+    events = EventLog(row.tenant_id, row.id, row.install_message_id, [SECRET, pem])
     with LiveOutput(current_app._get_current_object(), events) as live:
         live.add(1, b"key=" + SECRET[:9].encode())
         live.add(1, SECRET[9:].encode() + b" ok\npartial ")
-        live.add(2, b"on stderr\n")
+        live.add(2, b"on stderr\n" + pem.encode()[:30])
+        live.add(2, pem.encode()[30:] + b"\n")
         live.add(1, b"y" * (PARTIAL_MAX + 10))
         live.add(1, b"yyyy dropped\nafter the long line\nno newline at the end")
     live.finish(ExecResult(stdout="", stderr="", exit_code=3, duration_ms=1))
     text = "\n".join(e.message for e in _outputs(row.id))
     assert SECRET not in text and "key=*** ok" in text
     assert "on stderr" in text and "dropped" not in text
+    assert "MIIEvQ" not in text and "AQEFAA" not in text
     assert "after the long line" in text and "no newline at the end" in text
     assert text.endswith("[exit code 3]")

@@ -82,7 +82,7 @@ def test_admin_watches_an_install_to_done_then_manages_and_uninstalls(tab, works
     drawer.wait_for()
     # Issue 27 item 10: the drawer takes focus itself, not one of its fields.
     tab.wait_for_function("document.activeElement && document.activeElement.id === 'manage-drawer'")
-    bar = drawer.get_by_role("progressbar")
+    drawer.get_by_role("progressbar").wait_for()
     skill_id = drawer.locator(".drawer-status .install-status").get_attribute(
         "data-install-status")
     seen, shot_taken, streamed = [], False, False

@@ -138,7 +138,8 @@ def test_admin_uploads_a_zip_installs_it_and_browses_its_files(tab, workspace, t
     tab.get_by_role("link", name="Done").click()
     assert tab.locator(".drawer").count() == 0
     card = tab.locator(".skill-card", has_text="csv-analyst")
-    assert card.locator(".chip .status-installing").count() == 2  # the truth: no install job runs yet
+    # the truth: no install job runs yet
+    assert card.locator(".chip .status-installing").count() == 2
     assert "v2.1.0" in card.inner_text()
 
     card.get_by_role("link", name="Files").click()
