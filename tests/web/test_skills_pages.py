@@ -199,6 +199,31 @@ def test_categories_filter_the_cards(world, login_as):
     assert "No skills tagged “Nothing”" in text(client.get("/skills?category=Nothing"))
 
 
+def test_the_install_poll_keeps_the_pages_category_and_follows_an_open_drawer(world,
+                                                                              login_as):
+    """Issue 27 item 1: the list the one poll re-renders at a verdict is the page's (its
+    category tab), and an open Manage drawer is followed even when its chip is under
+    another category."""
+    a, _ = world
+    docs = register(a, "pdf-tools", categories=["Documents"])
+    register(a, "web-search", categories=["Web"])
+    service.install(a.tenant, SYSTEM, docs, [docker(a, "Alpha").id])
+    row = db.session.scalars(select(InstalledSkill)).one()
+    client = login_as(a.admin, a.tenant)
+    on_web = {"HX-Request": "true", "HX-Current-URL": "http://localhost/skills?category=Web"}
+    drawer = text(client.get(f"/skills/installs/{row.id}", headers=on_web))
+    assert "pdf-tools" not in drawer.split('id="skill-list"', 1)[1]  # filtered out
+    assert 'id="install-watch" hidden hx-get="/skills/installs/live"' in drawer
+    tick = text(client.get(f"/skills/installs/live?open={row.id}", headers=on_web))
+    assert 'id="manage-live"' in tick and 'id="skill-list"' not in tick
+    row.status = InstallStatus.ready
+    db.session.commit()
+    done = text(client.get(f"/skills/installs/live?open={row.id}", headers=on_web))
+    listed = done.split('id="skill-list"', 1)[1].split("</section>", 1)[0]
+    assert "web-search" in listed and "pdf-tools" not in listed
+    assert 'id="install-watch"' not in done and 'hx-swap-oob="innerHTML"' in done
+
+
 def test_an_empty_catalog_has_an_empty_state(world, login_as):
     a, _ = world
     assert "No skills yet" in text(login_as(a.viewer, a.tenant).get("/skills"))

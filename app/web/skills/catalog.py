@@ -58,14 +58,17 @@ def _views(tenant) -> list[dict[str, Any]]:
 
 
 def _category() -> str:
-    """The category filter: from the query string, or (after an htmx mutation) the page's."""
+    """The category filter: from the query string of the list itself, or, for the list an
+    htmx request elsewhere re-renders (a mutation, a drawer, the install poll), the page's."""
     value = request.args.get("category", "")
-    if htmx and request.method == "POST" and htmx.current_url:
+    if htmx and request.endpoint != "web.skills" and htmx.current_url:
         value = parse_qs(urlsplit(htmx.current_url).query).get("category", [""])[0]
     return value.strip()[:64]
 
 
-def _list_context() -> dict[str, Any]:
+def _list_context(follow: bool = False) -> dict[str, Any]:
+    """The list; `follow`: its poller runs for the open Manage drawer even when nothing
+    the list shows is in flight (its chip may be under another category)."""
     tenant, category = current_tenant(), _category()
     views = _views(tenant)
     counts = Counter(name for view in views for name in view["categories"])
@@ -74,7 +77,7 @@ def _list_context() -> dict[str, Any]:
     cards = [v for v in views if not category or category in v["categories"]]
     watch = [i["skill_id"] for v in cards for i in v["installations"] if i["status"] in BUSY]
     return {"tenant": tenant, "category": category, "tabs": tabs, "total": len(views),
-            "cards": cards, "watch": watch}
+            "cards": cards, "watch": watch, "follow": follow}
 
 
 def _page(drawer: str, status: int = 200, headers: dict | None = None, **context):

@@ -78,8 +78,9 @@ def _drawer(row: InstalledSkill | None, message: str = "", category: str = "succ
                                **{**_list_context(), **context}), status
     # The list behind comes with it, read at the same moment: its chip says what the drawer
     # says (and, after an action, what it changed).
+    follow = row is not None and str(row.status) in BUSY
     body = _drawer_html(row, confirm) + render_template("skills/_list.html", oob=True,
-                                                        **_list_context())
+                                                        **_list_context(follow))
     return (notice(body, message, category) if message else body), status
 
 
@@ -89,20 +90,30 @@ def installs_live():
     """The poll of the page's installations in flight (`watch`), and of the open Manage
     drawer's (`open`, admins only): see the module's docstring."""
     ids = [i for i in request.args.getlist("watch")[:WATCH_MAX] if _is_uuid(i)]
+    opened = request.args.get("open", "")
+    opened = opened if _is_uuid(opened) and principal().role.at_least(Role.admin) else None
+    followed = [*ids, opened] if opened else ids
     rows = {row.id: row for row in db.session.scalars(select(InstalledSkill).where(
-        InstalledSkill.tenant_id == current_tenant().id, InstalledSkill.id.in_(ids),
+        InstalledSkill.tenant_id == current_tenant().id, InstalledSkill.id.in_(followed),
         InstalledSkill.deleted_at.is_(None)))}
-    settled = any(rows.get(i) is None or str(rows[i].status) not in BUSY for i in ids)
-    body = render_template("skills/_list.html", oob=True, **_list_context()) if settled else ""
+
+    def busy(skill_id: str) -> bool:
+        return skill_id in rows and str(rows[skill_id].status) in BUSY
+
+    body = ""
+    # A verdict (or nothing left to follow) re-renders the list: its chips, and a poller
+    # only while something is still in flight.
+    if not followed or not all(busy(i) for i in followed):
+        body = render_template("skills/_list.html", oob=True,
+                               **_list_context(follow=bool(opened and busy(opened))))
     configs: dict[str, SandboxConfig | None] = {}
-    opened = request.args.get("open") if principal().role.at_least(Role.admin) else None
-    for skill_id, row in rows.items():
-        config = configs.setdefault(row.sandbox_config_id,
-                                    db.session.get(SandboxConfig, row.sandbox_config_id))
-        if skill_id == opened:
-            continue  # the drawer's own render below carries its status
-        body += render_template("skills/_status_oob.html", s=row_status(row, config))
-    if opened in ids:
+    for skill_id in ids:
+        if skill_id in rows and skill_id != opened:  # the drawer's render carries its own
+            row = rows[skill_id]
+            config = configs.setdefault(row.sandbox_config_id,
+                                        db.session.get(SandboxConfig, row.sandbox_config_id))
+            body += render_template("skills/_status_oob.html", s=row_status(row, config))
+    if opened:
         body += _opened(rows.get(opened))
     return body
 
