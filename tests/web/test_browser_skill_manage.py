@@ -58,6 +58,7 @@ def workspace(bundle_dir, engine):  # noqa: F811 (fixture)
 
 
 def _both_sizes(tab, name: str) -> None:
+    tab.wait_for_timeout(300)  # a drawer swapped in slides in: the shot waits for it
     tab.set_viewport_size({"width": 1440, "height": 900})
     shot(tab, f"{name}-1440.png")
     tab.set_viewport_size({"width": 390, "height": 844})

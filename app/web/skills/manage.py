@@ -11,8 +11,8 @@ panels never disagree, and no page polls forever.
 
 The drawer comes with the list behind it, read at the same moment; every action answers
 with the updated drawer, that list (its chip shows the change: disabled, reinstalling)
-and a visible message. The drawer and its actions are
-Admin-only, like the API they mirror (viewers get 403 and see no links).
+and a visible message. The drawer and its actions are Admin-only, like the API they
+mirror (viewers get 403 and see no links).
 """
 
 from __future__ import annotations
