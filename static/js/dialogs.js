@@ -220,7 +220,12 @@
     else drawerGone();
     pendingOpener = null;
   });
-  document.addEventListener("htmx:oobAfterSwap", function () { if (!openDialog()) drawerGone(); });
+  // The page's install poller re-renders the open drawer out of band once its run ends:
+  // the new drawer takes focus as the old one had it.
+  document.addEventListener("htmx:oobAfterSwap", function (event) {
+    if (!openDialog()) drawerGone();
+    else if (touchesDrawer(event.detail.target)) drawerOpened(null);
+  });
 
   // ---------- phone menu ----------
   function menuButton() { return document.querySelector("[data-menu-toggle]"); }

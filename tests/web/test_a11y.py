@@ -34,7 +34,7 @@ PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1440, "height": 900}
 BLOCKING = {"serious", "critical"}
 # Routes that are not pages of their own: pieces htmx swaps into a page that is walked.
-NOT_PAGES = {"web.install_chip", "web.manage_install_live"}
+NOT_PAGES = {"web.installs_live"}
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,10 @@
-"""Issue 12 in Chromium against the live server and the real Docker engine: an admin
-installs a skill, watches the Manage drawer's bar move through the stages to done, reads
-the transcript, sets a declared value, disables and re-enables the skill, and uninstalls
-it with its own progress. Screenshots at 1440x900 and 390x844."""
+"""Issue 12 and issue 27 items 1-2 in Chromium against the live server and the real Docker
+engine: an admin installs a skill, follows it from the result panel into the Manage
+drawer, watches the bar move through the stages to done with the chip behind it saying
+the same at every moment, reads the transcript as it is printed, sets a declared value,
+disables the skill (its chip says so) and re-enables it, and uninstalls it with its own
+progress; an upload with a config ticked is followed to Ready in its own panel.
+Screenshots at 1440x900 and 390x844."""
 
 from __future__ import annotations
 
@@ -55,6 +58,7 @@ def workspace(bundle_dir, engine):  # noqa: F811 (fixture)
 
 
 def _both_sizes(tab, name: str) -> None:
+    tab.wait_for_timeout(300)  # a drawer swapped in slides in: the shot waits for it
     tab.set_viewport_size({"width": 1440, "height": 900})
     shot(tab, f"{name}-1440.png")
     tab.set_viewport_size({"width": 390, "height": 844})
@@ -71,25 +75,40 @@ def test_admin_watches_an_install_to_done_then_manages_and_uninstalls(tab, works
     card.get_by_role("link", name="Install", exact=True).click()
     tab.locator(".drawer").get_by_label("Local Docker").check()
     tab.locator(".drawer").get_by_role("button", name="Install").click()
-    tab.get_by_role("link", name="Done").click()
-
-    chip = card.locator(".chip-installing")
-    chip.locator(".chip-status", has_text="%").wait_for()  # the chip shows the percent
-    card.locator(".chip-link").first.click()
+    result = tab.locator("#install-result")
+    result.locator(".status-installing .status-label", has_text="%").wait_for()
+    card.locator(".chip .status-installing .status-label", has_text="%").wait_for()
+    result.get_by_role("link", name="Follow in Manage").click()
     drawer = tab.locator("#manage-drawer")
     drawer.wait_for()
     # Issue 27 item 10: the drawer takes focus itself, not one of its fields.
     tab.wait_for_function("document.activeElement && document.activeElement.id === 'manage-drawer'")
-    bar = drawer.get_by_role("progressbar")
-    seen, shot_taken = [], False
+    drawer.get_by_role("progressbar").wait_for()
+    skill_id = drawer.locator(".drawer-status .install-status").get_attribute(
+        "data-install-status")
+    seen, shot_taken, streamed = [], False, False
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        value = int(bar.get_attribute("aria-valuenow") or 0)
-        stage = drawer.locator(".progress-stage").inner_text()
+        # Issue 27 item 1: the drawer's status and the chip behind it, read at one moment,
+        # say the same (one answer swaps both).
+        value, stage, said = tab.evaluate("""id => [
+            Number(document.querySelector('#manage-drawer progress').getAttribute('aria-valuenow')),
+            document.querySelector('#manage-drawer .progress-stage').textContent,
+            [...document.querySelectorAll(`[data-install-status="${id}"]`)].map(
+                e => e.querySelector('.status-label').textContent + '|' + e.className)]""",
+            skill_id)
+        assert len(said) == 2 and len(set(said)) == 1, said
         if not seen or seen[-1] != (value, stage):
             seen.append((value, stage))
-        if not shot_taken and 35 <= value < 100:
-            drawer.locator(".t-command").first.wait_for()
+        # Issue 27 item 2: the installer's first line is there while it still runs.
+        output = drawer.locator(".t-output pre").first
+        if value < 80 and output.count() and "Collecting report-tools" in output.inner_text() \
+                and "[exit code" not in output.inner_text():
+            streamed = True
+        if not shot_taken and streamed:
+            assert drawer.locator(".t-command .t-label").first.inner_text() == \
+                "Running install.sh"
+            assert "Running install.sh" in stage
             _both_sizes(tab, "skill-manage-installing")
             shot_taken = True
         if value == 100:
@@ -98,8 +117,12 @@ def test_admin_watches_an_install_to_done_then_manages_and_uninstalls(tab, works
     values = [v for v, _ in seen]
     assert values == sorted(values) and values[-1] == 100, seen
     assert len({s for _, s in seen}) >= 3, seen  # it moved through stages, not a jump
-    assert "Done" in seen[-1][1] or "ready" in seen[-1][1], seen
-    assert shot_taken
+    assert seen[-1][1] == "Installed and ready", seen
+    assert shot_taken and streamed
+    assert not any("agent" in stage or "seeded" in stage for _, stage in seen), seen
+    chip = card.locator(".chip .install-status")
+    assert chip.locator(".status-label").inner_text() == "Ready"
+    assert drawer.locator(".drawer-status .status-label").inner_text() == "Ready"
     tab.wait_for_timeout(1500)  # the finished fragment answered 286: polling has ended
     before = drawer.locator(".stage-list").inner_html()
     tab.wait_for_timeout(1500)
@@ -133,6 +156,16 @@ def test_admin_watches_an_install_to_done_then_manages_and_uninstalls(tab, works
 
     drawer.get_by_role("button", name="Disable").click()
     tab.locator(".flash-text", has_text="is disabled.").wait_for()
+    # Issue 27 item 1: the chip behind the drawer is marked disabled with it.
+    assert card.locator(".chip .status-off").inner_text() == "Disabled"
+    assert drawer.locator(".drawer-status .status-off").inner_text() == "Disabled"
+    _both_sizes(tab, "skill-manage-disabled")
+    tab.get_by_role("link", name="Close").first.click()
+    tab.wait_for_timeout(300)
+    card.scroll_into_view_if_needed()
+    _both_sizes(tab, "skill-chip-disabled")
+    card.locator(".chip-link").first.click()
+    drawer.wait_for()
     # Issue 27 item 9: the toast hides neither the drawer's header nor its status badge.
     for width in (1440, 390):
         tab.set_viewport_size({"width": width, "height": 900 if width > 400 else 844})
@@ -182,8 +215,7 @@ def test_admin_stops_a_slow_install_and_its_sandbox_goes(tab, workspace, engine)
     card.get_by_role("link", name="Install", exact=True).click()
     tab.locator(".drawer").get_by_label("Local Docker").check()
     tab.locator(".drawer").get_by_role("button", name="Install").click()
-    tab.get_by_role("link", name="Done").click()
-    card.locator(".chip-link").first.click()
+    tab.get_by_role("link", name="Follow in Manage").click()
     drawer = tab.locator("#manage-drawer")
     drawer.locator(".t-command").first.wait_for(timeout=90_000)  # the installer is running
     started = time.monotonic()
@@ -194,13 +226,42 @@ def test_admin_stops_a_slow_install_and_its_sandbox_goes(tab, workspace, engine)
     assert drawer.get_by_role("button", name="Stop install").count() == 0
     # The stage list stops where the run did: the installer's stage failed, none after it
     # is shown as done.
-    assert drawer.locator(".stage-failed").inner_text() == "Running the installer"
+    assert drawer.locator(".stage-failed").inner_text() == "Running install.sh"
     assert drawer.locator(".stage-done").count() == 4
     _both_sizes(tab, "skill-manage-stopped")
     _wait_jobs()
     assert time.monotonic() - started < 60  # the sleep was ended, not waited out
     tab.goto("/skills")
     slow_card = tab.locator(".skill-card", has_text="slow-tools")
-    assert slow_card.locator(".chip-failed").count() == 1
+    assert slow_card.locator(".chip .status-failed").count() == 1
     assert "install stopped" in slow_card.locator(".skill-failure").inner_text()
     assert install_boxes(engine) == []
+
+
+def test_an_upload_with_a_config_ticked_is_followed_to_ready_in_its_panel(tab, workspace,
+                                                                         tmp_path):
+    """Issue 27 item 1: the panel after "Add skill" said "Accepted · installing" for good;
+    now its row is the install's live status, and it reaches Ready by itself, with the
+    card's chip behind it."""
+    archive = tmp_path / "quick.zip"
+    archive.write_bytes(skill_zip("quick-notes", {"install.sh": b"#!/bin/sh\necho ok\nsleep 2\n"},
+                                  description="Keeps quick notes."))
+    sign_in(tab, workspace.admin.email)
+    tab.goto("/skills")
+    tab.get_by_role("link", name="Add skill").first.click()
+    drawer = tab.locator(".drawer")
+    drawer.get_by_label("ZIP file").set_input_files(str(archive))
+    drawer.get_by_label("Local Docker").check()
+    drawer.get_by_role("button", name="Add skill").click()
+    row = tab.locator("#install-result .result-row", has_text="Local Docker")
+    row.locator(".status-installing").wait_for()
+    assert "Accepted · installing" not in tab.content()
+    tab.wait_for_timeout(300)  # the drawer's slide-in, for the screenshot
+    _both_sizes(tab, "skill-upload-installing")
+    row.locator(".status-ready").wait_for(timeout=90_000)
+    assert row.locator(".status-label").inner_text() == "Ready"
+    chip = tab.locator(".skill-card", has_text="quick-notes").locator(".chip .install-status")
+    assert "status-ready" in chip.get_attribute("class")
+    tab.wait_for_timeout(2500)  # settled: the page polls no more
+    assert tab.locator("#install-watch").count() == 0
+    _both_sizes(tab, "skill-upload-ready")

@@ -53,4 +53,4 @@ def test_skills_named_in_chinese_and_word_docx_install_from_the_page(tab, worksp
         card = tab.locator(".skill-card", has_text=name)
         assert card.locator(".skill-name").inner_text() == name
         chip = card.locator(".chip", has_text="Local Docker")
-        chip.and_(tab.locator(".chip-ready")).wait_for(timeout=180_000)
+        chip.locator(".status-ready").wait_for(timeout=180_000)

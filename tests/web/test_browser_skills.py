@@ -138,7 +138,8 @@ def test_admin_uploads_a_zip_installs_it_and_browses_its_files(tab, workspace, t
     tab.get_by_role("link", name="Done").click()
     assert tab.locator(".drawer").count() == 0
     card = tab.locator(".skill-card", has_text="csv-analyst")
-    assert card.locator(".chip-installing").count() == 2  # the truth: no install job runs yet
+    # the truth: no install job runs yet
+    assert card.locator(".chip .status-installing").count() == 2
     assert "v2.1.0" in card.inner_text()
 
     card.get_by_role("link", name="Files").click()
@@ -198,7 +199,7 @@ def test_the_catalog_shows_each_install_status(tab, workspace, app, monkeypatch)
     sign_in(tab, group.admin.email)
     tab.goto("/skills")
     for status in ("installing", "ready", "failed", "removing"):
-        assert tab.locator(f".chip-{status}").count() >= 1, status
+        assert tab.locator(f".chip .status-{status}").count() >= 1, status
     web_card = tab.locator(".skill-card", has_text="web-research")
     assert "pypi.org is not allowed" in web_card.locator(".skill-failure").inner_text()
     delete = web_card.get_by_role("button", name="Delete")

@@ -1,6 +1,7 @@
-"""The Manage drawer and live chips (reference 10.2, issue 12 items 4-5), server-rendered:
-progress, stages and the transcript from the durable events; polling that ends by itself
-(286); actions answering with the drawer and a message; Admin-only; values never shown."""
+"""The Manage drawer and live chips (reference 10.2, issue 12 items 4-5, issue 27 items 1-2),
+server-rendered: progress, stages and the transcript from the durable events, in words; one
+poll for every live status of the page that ends by itself; actions answering with the
+drawer, the list behind it and a message; Admin-only; values never shown."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import time
 
 from app.extensions import db
 from app.models import EventKind, InstalledSkill, InstallStatus
+from app.services.skills.installs import plan
 from app.services.skills.installs.events import EventLog
 from tests.conftest import csrf_token
 from tests.streams.conftest import make_skill
@@ -22,7 +24,7 @@ def _installing(tenant) -> InstalledSkill:
     events = EventLog(row.tenant_id, row.id, row.install_message_id)
     events.emit("accepted", 10)
     events.emit("seeding", 28, message="seeding 2 files")
-    events.command(".venv/bin/pip install -r requirements.txt", 1)
+    events.command(f"{plan.PIP} -r requirements.txt", 1)
     events.output("Collecting tinypkg\nSuccessfully installed tinypkg-1.0\n[exit code 0]")
     events.note("no tests found", stage="agent")
     return row
@@ -42,22 +44,28 @@ def test_the_drawer_shows_progress_stages_and_a_readable_transcript(two_tenants,
     html = page.get_data(as_text=True)
     assert page.status_code == 200
     assert 'value="38"' in html and "38%" in html
-    assert ('<li class="stage stage-current" aria-current="step">Running the installer</li>'
+    # Issue 27 item 2: what runs, in words; stages as sentences, never "seeding · 28%".
+    assert ('<li class="stage stage-current" aria-current="step">Installing requirements</li>'
             in html)
-    assert "<code>$ .venv/bin/pip install -r requirements.txt</code>" in html
+    assert '<span class="progress-stage">Installing requirements</span>' in html
+    assert f"<code>$ {plan.PIP} -r requirements.txt</code>" in html
+    assert '<li class="t-stage">Copying 2 files into the sandbox</li>' in html
+    assert " · 28%" not in html and "seeding 2 files" not in html
     assert "<details><summary>Output · 3 lines: [exit code 0]" in html  # collapsed
     assert '<li class="t-note">no tests found</li>' in html
-    assert 'hx-trigger="every 1s"' in html  # live while installing
+    assert 'id="live-open"' in html  # the page's one poller follows this drawer
     assert "Stop install" in html and "Guidance" not in html  # none applies (issue 27 item 10)
-    live = admin.get(f"/skills/installs/{row.id}/live")
+    live = admin.get(f"/skills/installs/live?watch={row.id}&open={row.id}")
     assert live.status_code == 200
+    assert 'id="manage-live" class="manage-live" aria-label="Progress" hx-swap-oob="true"' \
+        in live.get_data(as_text=True)
     EventLog(row.tenant_id, row.id, row.install_message_id).failed("pip exited with 1")
     row.status, row.error = InstallStatus.failed, "pip exited with 1"
     db.session.commit()
-    ended = admin.get(f"/skills/installs/{row.id}/live")
-    assert ended.status_code == 286  # htmx stops polling
+    ended = admin.get(f"/skills/installs/live?watch={row.id}&open={row.id}")
     body = ended.get_data(as_text=True)
-    assert 'hx-trigger' not in body
+    assert '<div id="drawer-slot" hx-swap-oob="innerHTML">' in body  # the drawer, whole
+    assert 'id="install-watch"' not in body  # the list it sends polls no more
     assert '<li class="t-error" role="alert">pip exited with 1</li>' in body
 
 
@@ -78,24 +86,33 @@ def test_the_notes_a_reinstall_was_given_head_its_transcript(two_tenants, login_
     assert '<li class="t-note">waiting for another install' in html
 
 
-def test_chips_poll_with_percent_until_terminal(two_tenants, login_as):
+def test_one_poll_answers_for_every_status_on_the_page_until_none_is_in_flight(
+        two_tenants, login_as):
+    """Issue 27 item 1: one answer swaps every copy of an installation's status (chip,
+    result row, drawer header) by its data attribute, so they cannot disagree; once the
+    run has its verdict it re-renders the list, without a poller."""
     a, _ = two_tenants
     row = _installing(a.tenant)
     viewer = login_as(a.viewer, a.tenant)
-    chip = viewer.get(f"/skills/installs/{row.id}/chip")
-    html = chip.get_data(as_text=True)
-    assert chip.status_code == 200 and "38% · agent" in html and 'hx-trigger="every 2s"' in html
-    assert "chip-link" not in html  # a viewer gets no link to the drawer
-    admin_chip = login_as(a.admin, a.tenant).get(f"/skills/installs/{row.id}/chip")
-    assert 'class="chip-link"' in admin_chip.get_data(as_text=True)
-    row.status = InstallStatus.ready
+    page = viewer.get("/skills").get_data(as_text=True)
+    assert f'hx-get="/skills/installs/live?watch={row.id}"' in page
+    assert "chip-link" not in page  # a viewer gets no link to the drawer
+    tick = viewer.get(f"/skills/installs/live?watch={row.id}&open={row.id}")
+    html = tick.get_data(as_text=True)
+    assert tick.status_code == 200
+    assert f"hx-swap-oob=\"outerHTML:[data-install-status='{row.id}']\"" in html
+    assert "Installing 38%" in html and "Installing requirements" in html
+    assert 'id="skill-list"' not in html and "manage-live" not in html  # viewers: no drawer
+    row.status, row.enabled = InstallStatus.ready, False
     db.session.commit()
-    done = viewer.get(f"/skills/installs/{row.id}/chip")
-    assert done.status_code == 286 and "hx-trigger" not in done.get_data(as_text=True)
+    done = viewer.get(f"/skills/installs/live?watch={row.id}").get_data(as_text=True)
+    assert 'id="skill-list"' in done and 'id="install-watch"' not in done
+    assert done.count(f'data-install-status="{row.id}"') == 2  # the chip and the swap
+    assert '<span class="status-off">Disabled</span>' in done
     row.deleted_at = row.updated_at
     db.session.commit()
-    gone = viewer.get(f"/skills/installs/{row.id}/chip")
-    assert gone.status_code == 286 and gone.get_data(as_text=True) == ""
+    gone = viewer.get(f"/skills/installs/live?watch={row.id}").get_data(as_text=True)
+    assert f'data-install-status="{row.id}"' not in gone and 'id="skill-list"' in gone
 
 
 def test_a_viewer_gets_403_and_another_workspace_gets_404(two_tenants, login_as):
@@ -108,7 +125,8 @@ def test_a_viewer_gets_403_and_another_workspace_gets_404(two_tenants, login_as)
     other = login_as(b.admin, b.tenant)
     assert other.get(f"/skills/installs/{row.id}").status_code == 404
     assert _post(other, f"/skills/installs/{row.id}/stop").status_code == 404
-    assert other.get(f"/skills/installs/{row.id}/chip").status_code == 404
+    foreign = other.get(f"/skills/installs/live?watch={row.id}&open={row.id}")
+    assert foreign.status_code == 200 and row.id not in foreign.get_data(as_text=True)
     db.session.refresh(row)
     assert row.status == InstallStatus.installing
 
@@ -146,6 +164,10 @@ def test_disable_enable_and_stop_answer_with_the_drawer_and_a_message(two_tenant
     base = f"/skills/installs/{row.id}"
     off = _post(admin, f"{base}/enabled", {"enabled": "false"}).get_data(as_text=True)
     assert "is disabled." in off and ">Enable<" in off and 'id="manage-drawer"' in off
+    # Issue 27 item 1: the list behind the drawer comes with it, its chip marked disabled.
+    assert 'id="skill-list" class="skill-list" aria-label="Skill catalog" hx-swap-oob="true"' \
+        in off
+    assert off.count('<span class="status-off">Disabled</span>') == 2  # drawer and chip
     on = _post(admin, f"{base}/enabled", {"enabled": "true"}).get_data(as_text=True)
     assert "is enabled." in on and ">Disable<" in on
     stopped = _post(admin, f"{base}/stop").get_data(as_text=True)
@@ -186,14 +208,14 @@ def test_uninstall_asks_first_then_shows_its_own_progress_to_removed(two_tenants
     assert "<h3 class=\"drawer-section\">Actions</h3>" not in started  # nothing to do now
     deadline = time.monotonic() + 30  # the removal job (in-process) deletes the row
     while time.monotonic() < deadline:
-        live = admin.get(f"{base}/live")
-        if live.status_code == 286:
+        done = admin.get(f"/skills/installs/live?watch={row.id}&open={row.id}"
+                         ).get_data(as_text=True)
+        if "drawer-slot" in done:
             break
-        assert "Files removed" in live.get_data(as_text=True)  # the removal's stage list
+        assert "Files removed" in done  # the removal's stage list
         time.sleep(0.2)
-    done = live.get_data(as_text=True)
-    assert live.status_code == 286 and '<h2 id="drawer-title">Uninstalled</h2>' in done
-    assert live.headers.get("HX-Retarget") == "#drawer-slot"  # the whole drawer, not a part
+    assert '<h2 id="drawer-title">Uninstalled</h2>' in done
+    assert '<div id="drawer-slot" hx-swap-oob="innerHTML">' in done  # the drawer, whole
     assert "Removing" not in done and 'name="value"' not in done
     db.session.remove()
     assert db.session.get(InstalledSkill, row.id).deleted_at is not None

@@ -95,8 +95,8 @@ def slot(body: str, slot_id: str) -> str:
 
 def chips(body: str) -> list[tuple[str, str]]:
     """(config name, status) of every installation chip on the page."""
-    found = re.findall(r'<li class="chip chip-(\w+)[^"]*"[^>]*>.*?<span class="chip-name">(.*?)'
-                       r'</span>', body, re.S)
+    found = re.findall(r'<li class="chip">.*?<span class="install-status status-(\w+)[^"]*"'
+                       r'[^>]*>.*?<span class="status-name">(.*?)</span>', body, re.S)
     return [(name, status) for status, name in found]
 
 
@@ -148,7 +148,7 @@ def test_chips_show_every_status_with_its_colour(world, login_as, app, monkeypat
     assert chips(body) == [("Alpha", "installing"), ("Bravo", "ready"), ("Charlie", "failed"),
                            ("Delta", "removing")]
     assert "<strong>Charlie:</strong> pip could not reach pypi.org" in body
-    assert 'hx-trigger="every 5s"' in body  # in flight: the list re-reads itself
+    assert 'id="install-watch"' in body  # in flight: one poller follows them
 
 
 def test_a_disabled_install_and_an_orphan_install_are_shown_for_what_they_are(world,
@@ -165,7 +165,8 @@ def test_a_disabled_install_and_an_orphan_install_are_shown_for_what_they_are(wo
     gone.deleted_at = gone.updated_at
     db.session.commit()
     body = text(login_as(a.admin, a.tenant).get("/skills"))
-    assert '<li class="chip chip-ready is-off"' in body and "Ready · off" in body
+    assert 'class="install-status status-ready is-off"' in body
+    assert '<span class="status-off">Disabled</span>' in body
     assert "disabled, so agents are not offered it" in body
     orphan = body.split('aria-labelledby="skill-', 1)[1].split("</article>", 1)[0]
     # no Install button (it has no bundle of its own); its chip still opens the drawer
@@ -179,7 +180,7 @@ def test_a_settled_list_does_not_poll(world, login_as):
     service.install(a.tenant, SYSTEM, entry, [docker(a, "Alpha").id])
     db.session.execute(InstalledSkill.__table__.update().values(status=InstallStatus.ready))
     db.session.commit()
-    assert "every 5s" not in text(login_as(a.viewer, a.tenant).get("/skills"))
+    assert 'id="install-watch"' not in text(login_as(a.viewer, a.tenant).get("/skills"))
 
 
 def test_categories_filter_the_cards(world, login_as):
@@ -196,6 +197,31 @@ def test_categories_filter_the_cards(world, login_as):
     assert fragment.lstrip().startswith('<section id="skill-list"') and "<html" not in fragment
     assert "web-search" in fragment and "pdf-tools" not in fragment and "plain" not in fragment
     assert "No skills tagged “Nothing”" in text(client.get("/skills?category=Nothing"))
+
+
+def test_the_install_poll_keeps_the_pages_category_and_follows_an_open_drawer(world,
+                                                                              login_as):
+    """Issue 27 item 1: the list the one poll re-renders at a verdict is the page's (its
+    category tab), and an open Manage drawer is followed even when its chip is under
+    another category."""
+    a, _ = world
+    docs = register(a, "pdf-tools", categories=["Documents"])
+    register(a, "web-search", categories=["Web"])
+    service.install(a.tenant, SYSTEM, docs, [docker(a, "Alpha").id])
+    row = db.session.scalars(select(InstalledSkill)).one()
+    client = login_as(a.admin, a.tenant)
+    on_web = {"HX-Request": "true", "HX-Current-URL": "http://localhost/skills?category=Web"}
+    drawer = text(client.get(f"/skills/installs/{row.id}", headers=on_web))
+    assert "pdf-tools" not in drawer.split('id="skill-list"', 1)[1]  # filtered out
+    assert 'id="install-watch" hidden hx-get="/skills/installs/live"' in drawer
+    tick = text(client.get(f"/skills/installs/live?open={row.id}", headers=on_web))
+    assert 'id="manage-live"' in tick and 'id="skill-list"' not in tick
+    row.status = InstallStatus.ready
+    db.session.commit()
+    done = text(client.get(f"/skills/installs/live?open={row.id}", headers=on_web))
+    listed = done.split('id="skill-list"', 1)[1].split("</section>", 1)[0]
+    assert "web-search" in listed and "pdf-tools" not in listed
+    assert 'id="install-watch"' not in done and 'hx-swap-oob="innerHTML"' in done
 
 
 def test_an_empty_catalog_has_an_empty_state(world, login_as):
@@ -366,7 +392,8 @@ def test_add_with_targets_installs_and_shows_the_fan_out(world, login_as, dispat
     assert response.headers["HX-Retarget"] == "#drawer-slot"
     body = text(response)
     assert "Installing “fan-out”" in body and "2 of 2 installs accepted." in body
-    assert body.count("Accepted · installing") == 2
+    # Issue 27 item 1: each accepted row is the install's live status, not a fixed line.
+    assert body.count('class="result-manage"') == 2 and body.count("Installing 0%") == 4
     assert '<section id="skill-list" class="skill-list" aria-label="Skill catalog" ' \
            'hx-swap-oob="true">' in body
     assert chips(body) == [("Docker one", "installing"), ("Docker two", "installing")]
@@ -413,7 +440,7 @@ def test_a_partly_refused_install_lists_each_outcome(world, login_as):
                            data={"sandbox_config_ids": [mine.id, foreign.id]},
                            headers=htmx_headers(client, "/skills"))
     body = text(response)
-    assert "1 of 2 installs accepted." in body and "Accepted · installing" in body
+    assert "1 of 2 installs accepted." in body and "Follow in Manage" in body
     assert "Refused" in body and "No such sandbox config in this workspace." in body
     assert "Theirs" not in body  # a foreign config is only ever an id
 

@@ -165,7 +165,7 @@ def list_catalog(tenant: Tenant) -> list[dict[str, Any]]:
             view = views.get(row.name)
             if view is None:
                 view = views[row.name] = _synthesised(row)
-            view["installations"].append(_install_view(row, configs))
+            view["installations"].append(install_view(row, configs[row.sandbox_config_id]))
     return sorted(views.values(), key=lambda v: v["name"])
 
 
@@ -176,7 +176,7 @@ def _entry_view(entry: SkillCatalogEntry, rows: list[InstalledSkill],
             "description": entry.description, "bundle_sha256": entry.bundle_sha256,
             "categories": list(entry.categories or []), "created_at": entry.created_at,
             "updated_at": entry.updated_at,
-            "installations": [_install_view(row, configs) for row in rows]}
+            "installations": [install_view(row, configs[row.sandbox_config_id]) for row in rows]}
 
 
 def _synthesised(row: InstalledSkill) -> dict[str, Any]:
@@ -186,8 +186,8 @@ def _synthesised(row: InstalledSkill) -> dict[str, Any]:
             "updated_at": row.updated_at, "installations": []}
 
 
-def _install_view(row: InstalledSkill, configs: dict[str, SandboxConfig]) -> dict[str, Any]:
-    config = configs[row.sandbox_config_id]
+def install_view(row: InstalledSkill, config: SandboxConfig) -> dict[str, Any]:
+    """One installation as the catalog lists it under its definition."""
     served = {"version": row.served.get("version", "")} if row.served else None
     return {"skill_id": row.id, "sandbox_config_id": row.sandbox_config_id,
             "sandbox_config_name": config.name, "sandbox_type": config.sandbox_type,

@@ -20,18 +20,15 @@ from werkzeug.datastructures import MultiDict
 from app.auth.guards import guard
 from app.errors import AppError
 from app.extensions import csrf, db, htmx
-from app.models import InstalledSkill, Role, SkillCatalogEntry
+from app.models import InstalledSkill, Role, SandboxConfig, SkillCatalogEntry
 from app.services.skills import catalog as service
 from app.services.skills.installs import stream
 from app.tenancy import current_tenant, get_or_404, principal, scoped
 from app.web import bp
 from app.web._helpers import confirm_page, notice
-from app.web.sandboxes.configs import KIND_LABELS
 from app.web.skills.form import Problems, Targets, submission
+from app.web.skills.status import BUSY, LABELS, row_status, status_view
 
-BUSY = ("installing", "removing")
-STATUS_LABELS = {"installing": "Installing", "ready": "Ready", "failed": "Failed",
-                 "removing": "Removing"}
 SOURCE_EXAMPLES = [
     ("@owner/slug", "ClawHub; add @1.2.0 for a version"),
     ("https://github.com/owner/repo/tree/main/skills/name", "GitHub or GitLab, a folder or a repo"),
@@ -52,30 +49,35 @@ def _views(tenant) -> list[dict[str, Any]]:
         view["failures"] = [i for i in view["installations"]
                             if i["status"] == "failed" and i["error"]]
         for install in view["installations"]:
+            live = None
             if install["status"] in BUSY:  # the chip's percent and stage (reference 7.3)
-                row = db.session.get(InstalledSkill, install["skill_id"])
-                install["progress"] = stream.current(tenant.id, row)
+                live = stream.current(tenant.id, db.session.get(InstalledSkill,
+                                                                install["skill_id"]))
+            install["s"] = status_view(install, live)
     return views
 
 
 def _category() -> str:
-    """The category filter: from the query string, or (after an htmx mutation) the page's."""
+    """The category filter: from the query string of the list itself, or, for the list an
+    htmx request elsewhere re-renders (a mutation, a drawer, the install poll), the page's."""
     value = request.args.get("category", "")
-    if htmx and request.method == "POST" and htmx.current_url:
+    if htmx and request.endpoint != "web.skills" and htmx.current_url:
         value = parse_qs(urlsplit(htmx.current_url).query).get("category", [""])[0]
     return value.strip()[:64]
 
 
-def _list_context() -> dict[str, Any]:
+def _list_context(follow: bool = False) -> dict[str, Any]:
+    """The list; `follow`: its poller runs for the open Manage drawer even when nothing
+    the list shows is in flight (its chip may be under another category)."""
     tenant, category = current_tenant(), _category()
     views = _views(tenant)
     counts = Counter(name for view in views for name in view["categories"])
     tabs = [("", "All", len(views))] + [(name, name, counts[name])
                                         for name in sorted(counts, key=str.lower)]
     cards = [v for v in views if not category or category in v["categories"]]
-    busy = any(i["status"] in BUSY for v in cards for i in v["installations"])
+    watch = [i["skill_id"] for v in cards for i in v["installations"] if i["status"] in BUSY]
     return {"tenant": tenant, "category": category, "tabs": tabs, "total": len(views),
-            "cards": cards, "busy": busy, "labels": STATUS_LABELS, "kinds": KIND_LABELS}
+            "cards": cards, "watch": watch, "follow": follow}
 
 
 def _page(drawer: str, status: int = 200, headers: dict | None = None, **context):
@@ -211,7 +213,7 @@ def _install_form(entry: SkillCatalogEntry, targets: Targets, problems: Problems
     installed = {i["sandbox_config_id"]: i for view in _views(current_tenant())
                  if view["id"] == entry.id for i in view["installations"]}
     context = {"entry": entry, "targets": targets, "problems": problems,
-               "installed": installed, "labels": STATUS_LABELS}
+               "installed": installed, "labels": LABELS}
     if htmx and request.method == "POST":
         return render_template("skills/_install_form.html", **context), status
     return _page("skills/_install.html", status, **context)
@@ -235,6 +237,10 @@ def _result(entry: SkillCatalogEntry, targets: Targets, installs: dict[str, str]
     rows = [{"config_id": c, "name": targets.name(c)[0], "kind": targets.name(c)[1],
              "skill_id": installs.get(c), "error": errors.get(c)}
             for c in dict.fromkeys(targets.picked)]
+    for r in rows:  # an accepted install's live status, as its chip shows it
+        row = db.session.get(InstalledSkill, r["skill_id"]) if r["skill_id"] else None
+        if row is not None:
+            r["s"] = row_status(row, db.session.get(SandboxConfig, row.sandbox_config_id))
     context = {"entry": entry, "rows": rows, "failed": failed, "registered": registered}
     if not htmx:
         accepted = f"{len(installs)} of {len(rows)} installs accepted."

@@ -1,17 +1,27 @@
-"""The Manage drawer of one installation (reference 10.2) and the live chip of the Skills
-page. Progress and the transcript are read from the durable install events and re-read by
-htmx every second while the run is in flight; a fragment whose run has a verdict answers
-286, which tells htmx to stop polling, so no page polls forever.
+"""The Manage drawer of one installation (reference 10.2), and the one poller that keeps
+every live status of the Skills page current (issue 27 item 1).
 
-Every action answers with the updated drawer and a visible message. The drawer and its
-actions are Admin-only, like the API they mirror (viewers get 403 and see no links).
+While any installation the page shows is in flight, the skill list carries one poller
+(skills/_status.html `watcher`) that asks `installs_live` about all of them once a
+second. One answer, read once, swaps every copy of each status (the card's chip, the
+result panel's row, the drawer's header) out of band, the open Manage drawer's progress
+and transcript with them; once a run has its verdict it re-renders the list and the open
+drawer whole, and the list it sends has no poller when nothing is left in flight. So the
+panels never disagree, and no page polls forever.
+
+The drawer comes with the list behind it, read at the same moment; every action answers
+with the updated drawer, that list (its chip shows the change: disabled, reinstalling)
+and a visible message. The drawer and its actions are Admin-only, like the API they
+mirror (viewers get 403 and see no links).
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from flask import render_template, request
+from sqlalchemy import select
 
 from app.auth.guards import guard
 from app.errors import AppError, BadRequest, NotFound
@@ -23,12 +33,11 @@ from app.services.skills.installs import stream
 from app.tenancy import current_tenant, principal
 from app.web import bp
 from app.web._helpers import notice
-from app.web.sandboxes.configs import KIND_LABELS
+from app.web.skills.catalog import _list_context
+from app.web.skills.status import BUSY, readable, row_status
 
-STOP_POLLING = 286  # htmx: swap this answer, then stop the `every` trigger
-LABELS = {"installing": "Installing", "ready": "Ready", "failed": "Failed",
-          "removing": "Removing"}
 BASE = "/skills/installs/<uuid:skill_id>"
+WATCH_MAX = 200  # installations one poll answers for
 
 
 def _row(skill_id, allow_gone: bool = False) -> InstalledSkill | None:
@@ -43,70 +52,94 @@ def _row(skill_id, allow_gone: bool = False) -> InstalledSkill | None:
     return row
 
 
-def chip_view(row: InstalledSkill, config: SandboxConfig | None = None) -> dict[str, Any]:
-    """What one chip shows: the install summary plus its live percent and stage."""
-    config = config or db.session.get(SandboxConfig, row.sandbox_config_id)
-    view = {"skill_id": row.id, "sandbox_config_name": config.name if config else "",
-            "sandbox_type": config.sandbox_type if config else "", "status": str(row.status),
-            "enabled": row.enabled, "error": row.error, "version": row.version,
-            "served": {"version": row.served.get("version", "")} if row.served else None}
-    if row.status in stream.IN_FLIGHT:
-        view["progress"] = stream.current(row.tenant_id, row)
-    return view
-
-
 def _context(row: InstalledSkill, confirm: bool = False) -> dict[str, Any]:
     config = db.session.get(SandboxConfig, row.sandbox_config_id)
     notes, events = stream.reinstall_notes(stream.transcript_of(row.tenant_id, row))
     holders = personal_values.members_with_values(row.id) if confirm else 0
+    live = stream.current(row.tenant_id, row)
     return {"row": row, "view": service.view(row), "config": config, "holders": holders,
-            "live": stream.current(row.tenant_id, row), "notes": notes,
-            "events": events, "labels": LABELS,
-            "kinds": KIND_LABELS, "confirm": confirm, "notes_max": service.NOTES_MAX}
+            "live": live, "status": row_status(row, config, live), "notes": notes,
+            "events": readable(events),
+            "confirm": confirm, "notes_max": service.NOTES_MAX}
+
+
+def _drawer_html(row: InstalledSkill | None, confirm: bool = False) -> str:
+    if row is None:
+        return render_template("skills/_manage_gone.html")
+    return render_template("skills/_manage.html", **_context(row, confirm))
 
 
 def _drawer(row: InstalledSkill | None, message: str = "", category: str = "success",
             confirm: bool = False, status: int = 200):
     template = "skills/_manage_gone.html" if row is None else "skills/_manage.html"
-    context = {} if row is None else _context(row, confirm)
     if not htmx:  # opened directly: the Skills page with the drawer open
-        from app.web.skills.catalog import _list_context
+        context = {} if row is None else _context(row, confirm)
         return render_template("skills/index.html", drawer=template,
                                **{**_list_context(), **context}), status
-    body = render_template(template, **context)
+    # The list behind comes with it, read at the same moment: its chip says what the drawer
+    # says (and, after an action, what it changed).
+    follow = row is not None and str(row.status) in BUSY
+    body = _drawer_html(row, confirm) + render_template("skills/_list.html", oob=True,
+                                                        **_list_context(follow))
     return (notice(body, message, category) if message else body), status
 
 
-@bp.get(f"{BASE}/chip")
+@bp.get("/skills/installs/live")
 @guard(Role.viewer)
-def install_chip(skill_id):
-    row = _row(skill_id, allow_gone=True)
-    if row is None:
-        return "", STOP_POLLING
-    body = render_template("skills/_chip_one.html", i=chip_view(row), labels=LABELS,
-                           kinds=KIND_LABELS)
-    return body, 200 if row.status in stream.IN_FLIGHT else STOP_POLLING
+def installs_live():
+    """The poll of the page's installations in flight (`watch`), and of the open Manage
+    drawer's (`open`, admins only): see the module's docstring."""
+    ids = [i for i in request.args.getlist("watch")[:WATCH_MAX] if _is_uuid(i)]
+    opened = request.args.get("open", "")
+    opened = opened if _is_uuid(opened) and principal().role.at_least(Role.admin) else None
+    followed = [*ids, opened] if opened else ids
+    rows = {row.id: row for row in db.session.scalars(select(InstalledSkill).where(
+        InstalledSkill.tenant_id == current_tenant().id, InstalledSkill.id.in_(followed),
+        InstalledSkill.deleted_at.is_(None)))}
+
+    def busy(skill_id: str) -> bool:
+        return skill_id in rows and str(rows[skill_id].status) in BUSY
+
+    body = ""
+    # A verdict (or nothing left to follow) re-renders the list: its chips, and a poller
+    # only while something is still in flight.
+    if not followed or not all(busy(i) for i in followed):
+        body = render_template("skills/_list.html", oob=True,
+                               **_list_context(follow=bool(opened and busy(opened))))
+    configs: dict[str, SandboxConfig | None] = {}
+    for skill_id in ids:
+        if skill_id in rows and skill_id != opened:  # the drawer's render carries its own
+            row = rows[skill_id]
+            config = configs.setdefault(row.sandbox_config_id,
+                                        db.session.get(SandboxConfig, row.sandbox_config_id))
+            body += render_template("skills/_status_oob.html", s=row_status(row, config))
+    if opened:
+        body += _opened(rows.get(opened))
+    return body
+
+
+def _opened(row: InstalledSkill | None) -> str:
+    """The open drawer: its live part while in flight; once the run has its verdict the
+    drawer whole, since its actions and declared variables depend on how the run ended."""
+    if row is not None and str(row.status) in BUSY:
+        context = _context(row)
+        return (render_template("skills/_manage_live.html", oob=True, **context)
+                + render_template("skills/_status_oob.html", s=context["status"]))
+    return render_template("skills/_drawer_oob.html", body=_drawer_html(row))
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
 
 
 @bp.get(BASE)
 @guard(Role.admin)
 def manage_install(skill_id):
     return _drawer(_row(skill_id), confirm=request.args.get("confirm") == "uninstall")
-
-
-@bp.get(f"{BASE}/live")
-@guard(Role.admin)
-def manage_install_live(skill_id):
-    row = _row(skill_id, allow_gone=True)
-    if row is None:  # removed: the whole drawer says so (nothing of the skill is left)
-        return render_template("skills/_manage_gone.html"), STOP_POLLING, {
-            "HX-Retarget": "#drawer-slot", "HX-Reswap": "innerHTML"}
-    if row.status in stream.IN_FLIGHT:
-        return render_template("skills/_manage_live.html", **_context(row))
-    # The verdict: the whole drawer again, since its actions and the declared variables
-    # depend on how the run ended.
-    return render_template("skills/_manage.html", **_context(row)), STOP_POLLING, {
-        "HX-Retarget": "#drawer-slot", "HX-Reswap": "innerHTML"}
 
 
 def _act(skill_id, action, message: str):

@@ -21,6 +21,7 @@ from app.services import wakeups
 
 MESSAGE_MAX = 16 * 1024
 SECRET_MIN = 4  # shorter values would mask ordinary words; they are not worth hiding
+SECRET_LINE_MIN = 8  # a line of a multi-line secret, masked on its own from this length
 TERMINAL = ("done", "failed")
 
 
@@ -44,7 +45,12 @@ class EventLog:
                  secrets: Iterable[str] = (),
                  on_progress: Callable[[int, str], None] | None = None):
         self.tenant_id, self.skill_id, self.run_id = tenant_id, skill_id, run_id
-        self.secrets = sorted({s for s in secrets if isinstance(s, str) and len(s) >= SECRET_MIN},
+        values = {s for s in secrets if isinstance(s, str)}
+        # Output is stored line by line as it is printed (output.py): each line of a
+        # multi-line secret (a PEM key) is masked on its own too.
+        lines = {line.strip() for value in values if "\n" in value
+                 for line in value.splitlines() if len(line.strip()) >= SECRET_LINE_MIN}
+        self.secrets = sorted({s for s in values | lines if len(s) >= SECRET_MIN},
                               key=len, reverse=True)
         self.on_progress = on_progress
         self.percent = 0

@@ -108,6 +108,23 @@ def commands(files: Files) -> list[str]:
     return []
 
 
+# What each command of the plan does, as a person reads it (the API keeps the stage name
+# `agent`, reference 7.3).
+COMMAND_LABELS = {
+    f"./{ROOT_STEP}": f"Running {ROOT_STEP} as root",
+    "./install.sh": "Running install.sh",
+    "python3 -m venv .venv": "Creating the Python environment",
+    f"{PIP} -r requirements.txt": "Installing requirements",
+    "npm install --no-audit --no-fund": "Installing npm packages",
+}
+
+
+def label(command: str | None) -> str:
+    """The plan command `command` in words; any other command as "Running the install
+    commands"."""
+    return COMMAND_LABELS.get((command or "").strip(), "Running the install commands")
+
+
 def reset_script(directory: str, keep_dir: bool = True) -> str:
     """Empty the skill's directory (`keep_dir`: a fresh root-owned one stays; else only
     its parent, for a seed that brings the directory with its owner)."""

@@ -36,6 +36,7 @@ from app.services.sandboxes.provider import backend_for, labels
 from app.services.skills.installs import plan
 from app.services.skills.installs.events import EventLog, cap
 from app.services.skills.installs.lock import ImageLock
+from app.services.skills.installs.output import LiveOutput, printed
 from app.services.skills.installs.watch import Watch
 
 log = logging.getLogger("sandlot.skills.install")
@@ -253,9 +254,11 @@ class Run:
         return "sandbox" if self.contained else "root"
 
     def shell(self, command: str, cwd: str = "/", timeout: int | None = None,
-              env: dict[str, str] | None = None, user: str = "root"):
+              env: dict[str, str] | None = None, user: str = "root",
+              live: LiveOutput | None = None):
         """One command in the maintenance sandbox, as root unless `user` says otherwise
-        (the skill's own code runs as `self.user`), within what is left of the budget."""
+        (the skill's own code runs as `self.user`), within what is left of the budget;
+        with `live`, its output is handed over as it is printed."""
         self.check()
         left = int(self.commands_deadline - time.monotonic())
         if left < 1:
@@ -263,7 +266,8 @@ class Run:
         return self.backend.exec(self.sandbox_id, command, user=user, cwd=cwd,
                                  env={**self.exec_env, **(env or {})},
                                  timeout_sec=min(timeout or self.command_timeout, left),
-                                 output_limit=OUTPUT_LIMIT)
+                                 output_limit=OUTPUT_LIMIT,
+                                 **({"on_output": live.add} if live is not None else {}))
 
     def out_of_time(self) -> str:
         return (f"The install's commands used up the {self.commands_budget} s this "
@@ -272,11 +276,11 @@ class Run:
     def step(self, command: str, cwd: str, steps: int, user: str | None = None) -> None:
         """One plan command as transcript events; a failure ends the run (reference 7.2)."""
         self.events.command(command, steps)
-        result = self.shell(command, cwd, user=user or self.user)
+        with LiveOutput(current_app._get_current_object(), self.events) as live:
+            result = self.shell(command, cwd, user=user or self.user, live=live)
         self.check()
-        output = (result.stdout + (("\n" if result.stdout else "") + result.stderr
-                                   if result.stderr else "")).rstrip("\n")
-        self.events.output(f"{output}\n[exit code {result.exit_code}]".lstrip("\n"))
+        live.finish(result)
+        output = printed(result)
         if result.timed_out and self.commands_deadline - time.monotonic() < 1:
             raise RunFailed(self.out_of_time())
         if result.timed_out:

@@ -19,6 +19,7 @@ from sqlalchemy import select
 from app.errors import NotFound
 from app.extensions import db
 from app.models import EventKind, InstalledSkill, InstallStatus, SkillInstallEvent
+from app.services.skills.installs import plan, wording
 
 IN_FLIGHT = (InstallStatus.installing, InstallStatus.removing)
 FRAME_KINDS = (EventKind.progress, EventKind.command, EventKind.note, EventKind.error)
@@ -240,24 +241,32 @@ def follow_transcript(tenant_id: int, skill_id: str, run_id: str, session_id: st
 
 # -- a point-in-time view for the Skills page and the Manage drawer (reference 10.2) ----
 
-INSTALL_STAGES = [("accepted", "Accepted"), ("sandbox_ready", "Sandbox ready"),
-                  ("seeding", "Seeding files"), ("seeded", "Files seeded"),
-                  ("agent", "Running the installer"), ("agent_done", "Installer done"),
-                  ("verified", "Verified"), ("done", "Done")]
-REMOVAL_STAGES = [("accepted", "Accepted"), ("sandbox_ready", "Sandbox ready"),
+# The stage list a page shows, in words ("" for `agent`: what its command does, plan.label).
+INSTALL_STAGES = [("accepted", "Accepted"), ("sandbox_ready", "Sandbox started"),
+                  ("seeding", "Copying files"), ("seeded", "Files copied"),
+                  ("agent", ""), ("agent_done", "Commands finished"),
+                  ("verified", "Checked"), ("done", "Done")]
+REMOVAL_STAGES = [("accepted", "Accepted"), ("sandbox_ready", "Sandbox started"),
                   ("removed", "Files removed"), ("done", "Done")]
 
 
 def current(tenant_id: int, row: InstalledSkill) -> dict[str, Any]:
     """The frame a stream would send first, plus the stage list with the current one
-    marked; `done` is True once the run has a verdict (then no one needs to poll)."""
+    marked and the stage in words (`sentence`); `done` is True once the run has a verdict
+    (then no one needs to poll)."""
     last = _last(tenant_id, row)
     frame = progress_frame(last) if last is not None else None
     verdict = terminal_frame(row)
     if verdict is not None and (frame is None or not frame["done"]):
         frame = verdict
     frame = frame or {"percent": 0, "stage": "accepted", "done": False}
-    stages = REMOVAL_STAGES if row.status == InstallStatus.removing else INSTALL_STAGES
+    removal = row.status == InstallStatus.removing
+    command = None if removal else _last_command(tenant_id, row)
+    frame["sentence"] = wording.sentence(
+        frame["stage"], command if frame["stage"] == "agent" else frame.get("log"),
+        frame.get("status"))
+    stages = [(name, label or plan.label(command))
+              for name, label in (REMOVAL_STAGES if removal else INSTALL_STAGES)]
     names = [name for name, _ in stages]
     stage = "agent" if frame["stage"] == "verify_note" else frame["stage"]
     if frame["stage"] == "failed":  # the list stops where the run did, that stage failed
@@ -271,6 +280,17 @@ def current(tenant_id: int, row: InstalledSkill) -> dict[str, Any]:
                                  "state": "done" if i < at or (i == at and stage == "done")
                                  else "current" if i == at else "todo"}
                                 for i, (name, label) in enumerate(stages)]}
+
+
+def _last_command(tenant_id: int, row: InstalledSkill) -> str | None:
+    """The last command the row's current run started (what its `agent` stage runs)."""
+    if not row.install_message_id:
+        return None
+    return db.session.scalar(select(SkillInstallEvent.message).where(
+        SkillInstallEvent.tenant_id == tenant_id,
+        SkillInstallEvent.run_id == row.install_message_id,
+        SkillInstallEvent.kind == EventKind.command).order_by(SkillInstallEvent.seq.desc())
+        .limit(1))
 
 
 def _reached(tenant_id: int, row: InstalledSkill, names: list[str]) -> str | None:
