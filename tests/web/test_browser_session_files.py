@@ -71,6 +71,14 @@ def test_a_member_uploads_downloads_and_deletes_a_session_s_files(tab, workspace
     assert serious(tab) == []
     shot(tab, "session-files-mobile.png")
 
+    # Without JavaScript a delete asks on a page of its own.
+    tab.goto(f"/playground/{session.id}/files/delete?path=/workspace/output/answer.txt")
+    assert "Delete /workspace/output/answer.txt?" in tab.get_by_role("alertdialog").inner_text()
+    assert serious(tab) == []
+    shot(tab, "session-files-delete-mobile.png")
+    tab.get_by_role("button", name="Delete").click()
+    tab.get_by_text("Deleted /workspace/output/answer.txt.").wait_for()
+
     tab.goto(f"/playground/{fresh.id}/files")
     tab.get_by_text("No sandbox yet").wait_for()
     assert serious(tab) == []
