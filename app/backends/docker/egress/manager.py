@@ -143,16 +143,19 @@ class Daemons:
                 pass
 
     def _spawn_resolver(self) -> None:
+        self._spawn("app.backends.docker.egress.dns", dns.log_path(self.settings.state_dir))
+
+    def _spawn(self, module: str, log_file: Path, *extra: str) -> None:
+        """Start one of our daemons (it detaches itself), its output in its own 0600 log.
+        A long-lived process: give it no more of our environment (secrets) than it needs."""
         state_dir = self.settings.state_dir
         state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # A long-lived process: give it no more of our environment (secrets) than it needs.
         env = {"PATH": os.environ.get("PATH") or "/usr/sbin:/usr/bin:/sbin:/bin",
                "PYTHONPATH": str(ROOT), "LANG": "C.UTF-8"}
-        with open_private(dns.log_path(state_dir)) as output:  # the resolver's log: 0600
-            subprocess.run([sys.executable, "-m", "app.backends.docker.egress.dns", "--state-dir",
-                            str(state_dir), "--detach"], cwd=ROOT, env=env,
-                           stdin=subprocess.DEVNULL, stdout=output, stderr=output,
-                           timeout=30, check=False)
+        with open_private(log_file) as output:
+            subprocess.run([sys.executable, "-m", module, "--state-dir", str(state_dir),
+                            "--detach", *extra], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                           stdout=output, stderr=output, timeout=30, check=False)
 
     def gateway_running(self) -> bool:
         return holds_lock(gateway.lock_path(self.settings.state_dir))
@@ -181,17 +184,10 @@ class Daemons:
                 pass
 
     def _spawn_gateway(self) -> None:
-        state_dir = self.settings.state_dir
-        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        env = {"PATH": os.environ.get("PATH") or "/usr/sbin:/usr/bin:/sbin:/bin",
-               "PYTHONPATH": str(ROOT), "LANG": "C.UTF-8"}
-        argv = [sys.executable, "-m", "app.backends.docker.egress.gateway", "--state-dir",
-                str(state_dir), "--detach"]
-        if self.settings.gateway_mark:
-            argv += ["--mark", str(self.settings.gateway_mark)]
-        with open_private(gateway.log_path(state_dir)) as output:
-            subprocess.run(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=output,
-                           stderr=output, timeout=30, check=False)
+        mark = self.settings.gateway_mark
+        self._spawn("app.backends.docker.egress.gateway",
+                    gateway.log_path(self.settings.state_dir),
+                    *(["--mark", str(mark)] if mark else []))
 
 
 class EgressManager(Daemons):
