@@ -163,6 +163,33 @@
     form.requestSubmit();
   });
 
+  // Playground: a live run's entry follows its output (issue 27 item 6). Each poll swaps
+  // the entry; if the transcript was scrolled to its end, it stays there, and if the
+  // transcript was on screen, the entry's last line (its Stop button) stays on screen. A
+  // member who scrolled up to read is left where they are.
+  var following = null;
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var entry = event.detail.target;
+    var box = document.getElementById("transcript");
+    if (!box || !entry.matches || !entry.matches("#transcript .run.is-running")) return;
+    var rect = box.getBoundingClientRect();
+    following = {
+      id: entry.id,
+      end: box.scrollHeight - box.scrollTop - box.clientHeight < 24,
+      onScreen: rect.bottom > 0 && rect.top < window.innerHeight
+    };
+  });
+  document.addEventListener("htmx:afterSwap", function () {
+    var was = following;
+    following = null;
+    var box = document.getElementById("transcript");
+    var entry = was && document.getElementById(was.id);
+    if (!box || !entry || !was.end) return;
+    box.scrollTop = box.scrollHeight;
+    var last = entry.querySelector(".run-meta") || entry;
+    if (was.onScreen) last.scrollIntoView({ block: "nearest" });
+  });
+
   // Stacked table rows on a phone: each cell is labelled with its column's header.
   function labelCells(root) {
     root.querySelectorAll("table.table").forEach(function (table) {
