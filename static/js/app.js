@@ -190,7 +190,8 @@
     if (was.onScreen) last.scrollIntoView({ block: "nearest" });
   });
 
-  // Stacked table rows on a phone: each cell is labelled with its column's header.
+  // Stacked table rows on a phone: each cell is labelled with its column's header, once: a
+  // cell that carries its own words for that (.stacked-only, "Joined 1 Dec") gets none.
   function labelCells(root) {
     root.querySelectorAll("table.table").forEach(function (table) {
       var heads = Array.prototype.map.call(table.querySelectorAll("thead th"), function (th) {
@@ -198,7 +199,8 @@
       });
       table.querySelectorAll("tbody tr").forEach(function (row) {
         Array.prototype.forEach.call(row.children, function (cell, i) {
-          if (!cell.hasAttribute("data-label") && heads[i] !== undefined) cell.setAttribute("data-label", heads[i]);
+          if (cell.hasAttribute("data-label") || heads[i] === undefined) return;
+          cell.setAttribute("data-label", cell.querySelector(".stacked-only") ? "" : heads[i]);
         });
       });
     });
