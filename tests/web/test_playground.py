@@ -453,3 +453,15 @@ def test_a_runs_end_tells_the_page_and_the_header_loads_again(two_tenants, login
         in header
     other = login_as(b.owner, b.tenant)
     assert other.get(f"{path}/binding").status_code == 404
+
+
+def test_the_command_form_placeholders_read_as_examples(two_tenants, login_as):
+    """Issue 27 item 10: no placeholder looks like a value already typed; the timeout's
+    default is help text next to the empty field."""
+    a, _ = two_tenants
+    client = login_as(a.viewer, a.tenant)
+    page = text(client.get(f"/playground/{open_session(client, make_config(a))}"))
+    assert "placeholder=\"e.g. python3 -c 'print(1)'\"" in page
+    timeout = re.search(r'<input id="timeout_sec"[^>]*>', page).group(0)
+    assert "placeholder" not in timeout and 'aria-describedby="timeout-help"' in timeout
+    assert '<span class="muted" id="timeout-help">s · default 60</span>' in page
