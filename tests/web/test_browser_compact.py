@@ -16,6 +16,7 @@ from app.extensions import db
 from app.models import Membership, Role
 from tests import factories
 from tests.web.test_browser import SHOTS, sign_in
+from tests.web.test_browser_members import browse  # noqa: F401 - the fixture
 from tests.web.test_dashboard import workspace
 
 pytestmark = pytest.mark.browser
@@ -46,23 +47,6 @@ def world() -> factories.TenantUsers:
     return group
 
 
-@pytest.fixture
-def browse(chromium, live_server):
-    contexts = []
-
-    def open_tab(viewport):
-        context = chromium.new_context(viewport=viewport, base_url=live_server,
-                                       timezone_id="Asia/Tokyo", locale="en-GB")
-        contexts.append(context)
-        page = context.new_page()
-        page.set_default_timeout(10_000)
-        return page
-
-    yield open_tab
-    for context in contexts:
-        context.close()
-
-
 def shot(page, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.mouse.move(0, 0)
@@ -71,7 +55,7 @@ def shot(page, name: str) -> None:
 
 
 @pytest.mark.parametrize("viewport,size", SIZES)
-def test_the_dashboard_figures_are_a_compact_row(browse, world, viewport, size):
+def test_the_dashboard_figures_are_a_compact_row(browse, world, viewport, size):  # noqa: F811
     page = browse(viewport)
     sign_in(page, world.admin.email)
     stats = page.get_by_role("region", name="At a glance")
@@ -92,8 +76,8 @@ def test_the_dashboard_figures_are_a_compact_row(browse, world, viewport, size):
 
 
 @pytest.mark.parametrize("viewport,size", SIZES)
-def test_card_rows_label_each_value_once_and_dates_are_local(browse, world, viewport, size):
-    page = browse(viewport)
+def test_card_rows_label_each_value_once_and_dates_are_local(browse, world, viewport, size):  # noqa: F811
+    page = browse(viewport, timezone_id="Asia/Tokyo", locale="en-GB")
     sign_in(page, world.owner.email)
     page.goto("/members")
     row = page.locator("#members-table tr", has_text=world.viewer.email)
@@ -121,7 +105,7 @@ def test_card_rows_label_each_value_once_and_dates_are_local(browse, world, view
 
 
 @pytest.mark.parametrize("viewport,size", SIZES)
-def test_the_sidebar_email_can_be_read_in_full(browse, world, viewport, size):
+def test_the_sidebar_email_can_be_read_in_full(browse, world, viewport, size):  # noqa: F811
     page = browse(viewport)
     sign_in(page, world.contributor.email)
     if size == "390":

@@ -45,6 +45,9 @@ def test_a_live_run_stays_in_view_and_the_header_follows_its_end(tab, workspace,
             _quick(tab, FILL, n)
         binding = tab.locator("#session-binding")
         assert binding.locator(".binding-fact", has_text="Runs").locator("dd").inner_text() == "3"
+        # The header and the row came out of band: their moments are the viewer's too.
+        for moment in (binding.locator("time"), tab.locator(".session-row.is-selected time")):
+            assert moment.get_attribute("data-localised") is not None
 
         tab.get_by_label("Command").fill(SLOW)
         tab.get_by_role("button", name="Run").click()
@@ -70,6 +73,7 @@ def test_a_live_run_stays_in_view_and_the_header_follows_its_end(tab, workspace,
         assert binding.locator(".binding-fact", has_text="Last run").locator("dd") \
             .inner_text() == "Reused"
         tab.locator(".session-row.is-selected", has_text="4 runs").wait_for()
+        assert binding.locator("time").get_attribute("data-localised") is not None
         assert tab.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     finally:
         _wait_all_ended()
@@ -81,15 +85,15 @@ def test_a_skill_run_is_labelled_with_its_skill_and_folder(tab, workspace, app):
     from sqlalchemy import select
 
     from app.extensions import db
-    from app.models import InstalledSkill, SandboxConfig
+    from app.models import SandboxConfig
     from tests.fakes.skill_archives import make_zip, skill_md
-    from tests.web.test_browser_playground import installed_skill
+    from tests.web.test_browser_playground import installed_skill, wait_ready
 
     config = db.session.scalar(select(SandboxConfig))
     bundle = make_zip({"SKILL.md": skill_md("greeter"),
                        "install.sh": b"#!/bin/sh\necho 'print(\"hi\")' > hi.py\n"})
     with installed_skill(workspace, config, bundle) as skill_id:
-        _ready(skill_id, InstalledSkill)
+        wait_ready(skill_id)
         _open_session(tab, workspace.contributor.email)
         pane = tab.locator("#session-pane")
         help_text = pane.locator("#skill-help")
@@ -119,17 +123,3 @@ def test_a_skill_run_is_labelled_with_its_skill_and_folder(tab, workspace, app):
             tab.mouse.move(0, 0)
             shot(tab, f"playground-skill-label-{width}.png")
 
-
-def _ready(skill_id: str, model) -> None:
-    import time
-
-    from app.extensions import db
-
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        db.session.commit()  # a new read transaction sees the worker's writes
-        row = db.session.get(model, skill_id, populate_existing=True)
-        if row.status in ("ready", "failed"):
-            break
-        time.sleep(0.3)
-    assert row.status == "ready", row.error

@@ -11,6 +11,7 @@ import pytest
 
 from tests import factories
 from tests.web.test_browser import SHOTS, sign_in
+from tests.web.test_browser_members import browse  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.browser
 SIZES = [({"width": 1440, "height": 900}, "1440"), ({"width": 390, "height": 844}, "390")]
@@ -21,29 +22,13 @@ def world() -> factories.TenantUsers:
     return factories.populate("Orbit Labs")
 
 
-@pytest.fixture
-def browse(chromium, live_server):
-    contexts = []
-
-    def open_tab(viewport):
-        context = chromium.new_context(viewport=viewport, base_url=live_server)
-        contexts.append(context)
-        page = context.new_page()
-        page.set_default_timeout(10_000)
-        return page
-
-    yield open_tab
-    for context in contexts:
-        context.close()
-
-
 def placeholders(page) -> list[str]:
     return page.eval_on_selector_all("input[placeholder], textarea[placeholder]",
                                      "(els) => els.map((e) => e.placeholder)")
 
 
 @pytest.mark.parametrize("viewport,size", SIZES)
-def test_the_invite_form_offers_roles_that_differ_and_says_what_they_do(browse, world,
+def test_the_invite_form_offers_roles_that_differ_and_says_what_they_do(browse, world,  # noqa: F811
                                                                          viewport, size):
     page = browse(viewport)
     sign_in(page, world.owner.email)
@@ -80,7 +65,7 @@ def test_the_invite_form_offers_roles_that_differ_and_says_what_they_do(browse, 
 
 
 @pytest.mark.parametrize("viewport,size", SIZES)
-def test_placeholders_read_as_examples(browse, world, viewport, size):
+def test_placeholders_read_as_examples(browse, world, viewport, size):  # noqa: F811
     page = browse(viewport)
     sign_in(page, world.admin.email)
     for path in ("/egress", "/personal-variables"):
