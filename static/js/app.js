@@ -167,6 +167,18 @@
   // the entry; if the transcript was scrolled to its end, it stays there, and if the
   // transcript was on screen, the entry's last line (its Stop button) stays on screen. A
   // member who scrolled up to read is left where they are.
+  // A transcript reads from its end, like a terminal: a page load or a session opened in
+  // place starts there (the newest command, a live one among them), not at the oldest.
+  function toTranscriptEnd() {
+    var box = document.getElementById("transcript");
+    if (box) box.scrollTop = box.scrollHeight;
+  }
+  document.addEventListener("DOMContentLoaded", toTranscriptEnd);
+  document.addEventListener("htmx:afterSettle", function (event) {
+    // The target named is the element swapped out (outerHTML): its id tells which it was.
+    var target = event.detail.target;
+    if (target && (target.id === "playground" || target.id === "session-pane")) toTranscriptEnd();
+  });
   var following = null;
   document.addEventListener("htmx:beforeSwap", function (event) {
     var entry = event.detail.target;

@@ -19,6 +19,11 @@ FILL = "seq 1 25"
 # Output for about 8 s, then a short wait: the run outlives the request and is polled.
 SLOW = "for i in $(seq 1 80); do echo line $i; sleep 0.1; done; sleep 1; echo done"
 
+IN_BOX = """(el) => {
+  const box = document.getElementById('transcript').getBoundingClientRect();
+  const r = el.getBoundingClientRect();
+  return r.top >= box.top - 1 && r.bottom <= box.bottom + 1;
+}"""
 IN_VIEW = """(el) => {
   const box = document.getElementById('transcript').getBoundingClientRect();
   const r = el.getBoundingClientRect();
@@ -59,6 +64,22 @@ def test_a_live_run_stays_in_view_and_the_header_follows_its_end(tab, workspace,
             "the Stop button of the live run is out of view"
         tab.mouse.move(0, 0)
         shot(tab, f"playground-follow-{width}.png")
+
+        # A reload (or opening the session again) starts at the transcript's end, where the
+        # live run is, not at its oldest command.
+        tab.reload()
+        entry = tab.locator("#transcript .run.is-running")
+        entry.get_by_role("button", name="Stop").wait_for()
+        assert entry.get_by_role("button", name="Stop").evaluate(IN_BOX), \
+            "after a reload the live run is out of the transcript's view"
+        with tab.expect_response(lambda r: r.request.headers.get("hx-request") == "true"
+                                 and r.url.endswith(tab.url.rsplit("/", 1)[1])):
+            tab.locator(".session-row.is-selected .session-link").click()  # swapped in place
+        entry = tab.locator("#transcript .run.is-running")
+        entry.get_by_role("button", name="Stop").wait_for()
+        tab.wait_for_timeout(300)
+        assert entry.get_by_role("button", name="Stop").evaluate(IN_BOX), \
+            "a session opened in place shows the start of its transcript"
 
         # The member scrolls up to read: new output no longer pulls the transcript down.
         tab.evaluate("document.getElementById('transcript').scrollTop = 0")
