@@ -443,7 +443,7 @@ def test_a_runs_end_tells_the_page_and_the_header_loads_again(two_tenants, login
     assert "HX-Trigger" not in running.headers
     ended = client.get(f"{path}/runs/{stored(RunStatus.succeeded, 'greeter')}", headers=headers)
     assert ended.headers["HX-Trigger"] == "run-ended"
-    assert re.search(r"Skill <strong>greeter</strong> · ran in the skill's folder", text(ended))
+    assert re.search(r"Skill <strong>greeter</strong> · runs in the skill's folder", text(ended))
 
     page = text(client.get(path))
     assert re.search(rf'hx-get="{path}/binding" hx-trigger="run-ended from:body"', page)
