@@ -27,12 +27,13 @@ def globals_for_templates() -> dict[str, Any]:
 
 # What each role can really do, read from the guard table (tests/web/test_role_words.py
 # holds these to it): no route asks for more than viewer but less than admin, so a
-# contributor can do what a viewer can and nothing more.
+# contributor can do what a viewer can and nothing more (the pages no longer offer it).
 ROLE_HELP = {
     "viewer": "Sees the sandbox configs and skills, runs commands in their own sessions "
               "and keeps personal variables. Cannot change the workspace.",
-    "contributor": "The same as a viewer for now: sees configs and skills and runs commands "
-                   "in their own sessions. Cannot change the workspace.",
+    "contributor": "The same as a viewer in Sandlot: sees configs and skills and runs "
+                   "commands in their own sessions. Cannot change the workspace. New "
+                   "invitations offer Viewer instead.",
     "admin": "Also adds, changes and deletes sandbox configs and skills, runs connection "
              "checks, and manages members, invitations and API keys.",
     "owner": "Everything an admin can do, and makes or removes owners.",

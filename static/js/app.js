@@ -163,7 +163,47 @@
     form.requestSubmit();
   });
 
-  // Stacked table rows on a phone: each cell is labelled with its column's header.
+  // Playground: a live run's entry follows its output (issue 27 item 6). Each poll swaps
+  // the entry; if the transcript was scrolled to its end, it stays there, and if the
+  // transcript was on screen, the entry's last line (its Stop button) stays on screen. A
+  // member who scrolled up to read is left where they are.
+  // A transcript reads from its end, like a terminal: a page load or a session opened in
+  // place starts there (the newest command, a live one among them), not at the oldest.
+  function toTranscriptEnd() {
+    var box = document.getElementById("transcript");
+    if (box) box.scrollTop = box.scrollHeight;
+  }
+  document.addEventListener("DOMContentLoaded", toTranscriptEnd);
+  document.addEventListener("htmx:afterSettle", function (event) {
+    // The target named is the element swapped out (outerHTML): its id tells which it was.
+    var target = event.detail.target;
+    if (target && (target.id === "playground" || target.id === "session-pane")) toTranscriptEnd();
+  });
+  var following = null;
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var entry = event.detail.target;
+    var box = document.getElementById("transcript");
+    if (!box || !entry.matches || !entry.matches("#transcript .run.is-running")) return;
+    var rect = box.getBoundingClientRect();
+    following = {
+      id: entry.id,
+      end: box.scrollHeight - box.scrollTop - box.clientHeight < 24,
+      onScreen: rect.bottom > 0 && rect.top < window.innerHeight
+    };
+  });
+  document.addEventListener("htmx:afterSwap", function () {
+    var was = following;
+    following = null;
+    var box = document.getElementById("transcript");
+    var entry = was && document.getElementById(was.id);
+    if (!box || !entry || !was.end) return;
+    box.scrollTop = box.scrollHeight;
+    var last = entry.querySelector(".run-meta") || entry;
+    if (was.onScreen) last.scrollIntoView({ block: "nearest" });
+  });
+
+  // Stacked table rows on a phone: each cell is labelled with its column's header, once: a
+  // cell that carries its own words for that (.stacked-only, "Joined 1 Dec") gets none.
   function labelCells(root) {
     root.querySelectorAll("table.table").forEach(function (table) {
       var heads = Array.prototype.map.call(table.querySelectorAll("thead th"), function (th) {
@@ -171,7 +211,8 @@
       });
       table.querySelectorAll("tbody tr").forEach(function (row) {
         Array.prototype.forEach.call(row.children, function (cell, i) {
-          if (!cell.hasAttribute("data-label") && heads[i] !== undefined) cell.setAttribute("data-label", heads[i]);
+          if (cell.hasAttribute("data-label") || heads[i] === undefined) return;
+          cell.setAttribute("data-label", cell.querySelector(".stacked-only") ? "" : heads[i]);
         });
       });
     });

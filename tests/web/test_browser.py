@@ -77,7 +77,7 @@ def test_admin_invites_a_member_and_changes_a_role(page, world):
     page.get_by_role("link", name="Members", exact=True).click()
     page.wait_for_url(re.compile(r"/members$"))
     page.get_by_label("Email").fill("dana@acme-research.test")
-    page.get_by_label("Role", exact=True).select_option("contributor")
+    page.get_by_label("Role", exact=True).select_option("viewer")
     page.get_by_role("button", name="Create invitation").click()
     link = page.locator("#new-invite-link").inner_text()
     assert re.fullmatch(r"http://127\.0\.0\.1:\d+/invite/[A-Za-z0-9_-]{40,}", link)

@@ -62,7 +62,7 @@ def sign_in(page, email: str, password: str = factories.PASSWORD) -> None:
     page.wait_for_url(re.compile(r"/$"))
 
 
-def invite(page, email: str, role: str = "contributor", screenshot: str | None = None) -> str:
+def invite(page, email: str, role: str = "viewer", screenshot: str | None = None) -> str:
     page.goto("/members")
     page.get_by_label("Email").fill(email)
     page.get_by_label("Role", exact=True).select_option(role)
@@ -97,7 +97,7 @@ def test_two_workspaces_cannot_take_over_an_account(browse, worlds):
     person.get_by_label("Repeat the password").fill("riley-own-password")
     person.get_by_role("button", name="Create account and join").click()
     person.wait_for_url(re.compile(r"/$"))
-    person.get_by_text("You joined Orbit Labs as contributor.").wait_for()
+    person.get_by_text("You joined Orbit Labs as viewer.").wait_for()
 
     # B's admin invites the same email: the answer is the one an unknown email gets.
     admin_b = browse()
@@ -128,7 +128,7 @@ def test_two_workspaces_cannot_take_over_an_account(browse, worlds):
     person.goto(link_b)
     person.get_by_role("button", name="Join Harbor Co").click()
     person.wait_for_url(re.compile(r"/$"))
-    person.get_by_text("You joined Harbor Co as contributor.").wait_for()
+    person.get_by_text("You joined Harbor Co as viewer.").wait_for()
     admin_b.goto("/members")
     admin_b.locator("#members-table tr", has_text=PERSON).wait_for()
     admin_b.locator("#invitations-table tr", has_text=PERSON).get_by_text("Accepted").wait_for()

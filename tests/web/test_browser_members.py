@@ -36,8 +36,8 @@ def world() -> factories.TenantUsers:
 def browse(chromium, live_server):
     contexts = []
 
-    def open_tab(viewport):
-        context = chromium.new_context(viewport=viewport, base_url=live_server)
+    def open_tab(viewport, **options):  # options: new_context's, e.g. timezone_id
+        context = chromium.new_context(viewport=viewport, base_url=live_server, **options)
         contexts.append(context)
         page = context.new_page()
         page.set_default_timeout(10_000)

@@ -151,11 +151,11 @@ def installed_skill(workspace, config, bundle: bytes) -> Iterator[str]:
         backend.close()
 
 
-def _run_skill_in_the_playground(tab, workspace, skill_id, actor):
+def wait_ready(skill_id: str):
+    """The installed skill once the real install job made it ready (120 s at most)."""
     import time
 
     from app.models import InstalledSkill
-    from app.services.skills import installed as installed_skills
 
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -165,6 +165,13 @@ def _run_skill_in_the_playground(tab, workspace, skill_id, actor):
             break
         time.sleep(0.3)
     assert row.status == "ready", row.error
+    return row
+
+
+def _run_skill_in_the_playground(tab, workspace, skill_id, actor):
+    from app.services.skills import installed as installed_skills
+
+    row = wait_ready(skill_id)
     installed_skills.update(workspace.tenant, actor, row, None, {"GREETING": "from-the-admin"})
 
     sign_in(tab, workspace.contributor.email)

@@ -49,7 +49,7 @@ def test_invite_by_form_post_shows_the_link_once(two_tenants, login_as):
     a, _ = two_tenants
     client = login_as(a.admin, a.tenant)
     response = post_form(client, "/members/invitations",
-                         {"email": "New@A.test", "role": "contributor"})
+                         {"email": "New@A.test", "role": "viewer"})
     body = text(response)
     assert response.status_code == 201 and response.headers["Cache-Control"] == "no-store"
     match = LINK.search(body)
@@ -156,12 +156,12 @@ def test_change_a_role_with_htmx(two_tenants, login_as):
     a, _ = two_tenants
     membership = a.membership(a.viewer)
     response = post_form(login_as(a.admin, a.tenant), f"/members/{membership.id}/role",
-                         {"role": "contributor"}, htmx=True)
+                         {"role": "admin"}, htmx=True)
     body = text(response)
     assert response.status_code == 200
     assert body.lstrip().startswith('<section id="members-table"')
-    assert f"{a.viewer.email} is now contributor." in body
-    assert role_of(membership.id) == Role.contributor
+    assert f"{a.viewer.email} is now admin." in body
+    assert role_of(membership.id) == Role.admin
 
 
 def test_change_a_role_by_plain_form_redirects(two_tenants, login_as):

@@ -135,9 +135,9 @@ def test_a_demotion_names_what_is_lost(two_tenants, login_as):
     assert "will no longer be able to" in body and "manage API keys" in body
 
 
-def test_viewer_to_contributor_says_only_the_label_changes(two_tenants, login_as):
+def test_contributor_to_viewer_says_only_the_label_changes(two_tenants, login_as):
     a, _ = two_tenants
-    path = f"/members/{a.membership(a.viewer).id}/row?role=contributor"
+    path = f"/members/{a.membership(a.contributor).id}/row?role=viewer"
     body = text(login_as(a.admin, a.tenant).get(path, headers={"HX-Request": "true"}))
     assert "only the label changes" in body
 
@@ -226,9 +226,9 @@ def test_a_role_change_keeps_the_search_and_page(two_tenants, login_as):
         User.email == "member-110@crowd.test"))
     headers = {"HX-Request": "true", "HX-Current-URL": "http://localhost/members?page=3",
                "X-CSRFToken": factories_token(client)}
-    body = text(client.post(f"/members/{target.id}/role", data={"role": "contributor"},
+    body = text(client.post(f"/members/{target.id}/role", data={"role": "admin"},
                             headers=headers))
-    assert "member-110@crowd.test is now contributor." in body and "101–124 of 124" in body
+    assert "member-110@crowd.test is now admin." in body and "101–124 of 124" in body
 
 
 def factories_token(client) -> str:

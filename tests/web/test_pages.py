@@ -147,10 +147,10 @@ def test_user_menu_shows_email_role_account_and_sign_out(two_tenants, login_as):
 def test_dashboard_lists_recent_activity(two_tenants, login_as):
     a, _ = two_tenants
     client = login_as(a.admin, a.tenant)
-    post_form(client, "/members/invitations", {"email": "fresh@a.test", "role": "contributor"})
+    post_form(client, "/members/invitations", {"email": "fresh@a.test", "role": "viewer"})
     page = text(client.get("/"))
     assert "Recent activity" in page
-    assert "invited fresh@a.test as contributor" in page
+    assert "invited fresh@a.test as viewer" in page
     assert a.admin.email in page  # who
     assert ">4<" in page  # four seeded members: an invitation is not yet a member
 

@@ -173,7 +173,7 @@ def test_running_twice_reuses_the_same_sandbox(two_tenants, login_as):
 
     # The header and the list row are refreshed out of band with the binding.
     assert f'<code title="{sandbox_id}">{sandbox_id[:12]}</code>' in two
-    assert '<dl id="session-binding" class="binding" hx-swap-oob="true">' in two
+    assert re.search(r'<dl id="session-binding" class="binding" hx-swap-oob="true"', two)
     assert re.search(r"<dt>Last run</dt>\s*<dd>Reused</dd>", two)
     assert re.search(r"<dt>Runs</dt>\s*<dd>2</dd>", two)
     assert re.search(r"<dt>Network</dt>\s*<dd[^>]*>No internet access</dd>", two)
@@ -182,6 +182,7 @@ def test_running_twice_reuses_the_same_sandbox(two_tenants, login_as):
 
     page = text(client.get(f"/playground/{session_id}"))  # a reload: the stored runs
     assert re.search(r"<dt>Runs</dt>\s*<dd>2</dd>", page)
+    assert re.search(r"<dt>Last run</dt>\s*<dd>Reused</dd>", page)  # read from the runs
     assert page.count('class="run run-stored"') == 2 and page.count("exit 0") == 2
     assert f"Sandbox <code>{sandbox_id[:12]}</code>" in page
 
@@ -413,3 +414,54 @@ def test_a_run_lists_what_the_egress_policy_refused_during_it(two_tenants, login
     seen = text(admin.get(f"/playground/{admin_session}/runs/{stored.id}",
                           headers=htmx_headers(admin, f"/playground/{admin_session}")))
     assert 'href="/egress?verdict=denied"' in seen and "See it in the egress log" in seen
+
+
+def test_a_runs_end_tells_the_page_and_the_header_loads_again(two_tenants, login_as):
+    """Issue 27 item 6: the poll that brings a run's end triggers `run-ended`, which loads
+    the header's facts and the session's row again; a running one does not; a skill run
+    is labelled with its skill. No sandbox is needed: the runs are stored rows."""
+    import uuid
+
+    from app.models import ExecRun, RunStatus
+
+    a, b = two_tenants
+    client = login_as(a.viewer, a.tenant)
+    session_id = open_session(client, make_config(a))
+    path = f"/playground/{session_id}"
+
+    def stored(status: RunStatus, skill: str | None = None) -> str:
+        row = ExecRun(id=str(uuid.uuid4()), tenant_id=a.tenant.id, session_id=session_id,
+                      user_id=a.viewer.id, command="make", skill=skill, status=status,
+                      exit_code=None if status == RunStatus.running else 0,
+                      finished_at=None if status == RunStatus.running else utcnow())
+        db.session.add(row)
+        db.session.commit()
+        return row.id
+
+    headers = htmx_headers(client, path)
+    running = client.get(f"{path}/runs/{stored(RunStatus.running)}", headers=headers)
+    assert "HX-Trigger" not in running.headers
+    ended = client.get(f"{path}/runs/{stored(RunStatus.succeeded, 'greeter')}", headers=headers)
+    assert ended.headers["HX-Trigger"] == "run-ended"
+    assert re.search(r"Skill <strong>greeter</strong> · runs in the skill's folder", text(ended))
+
+    page = text(client.get(path))
+    assert re.search(rf'hx-get="{path}/binding" hx-trigger="run-ended from:body"', page)
+    header = text(client.get(f"{path}/binding", headers=headers))
+    assert '<dl id="session-binding"' in header
+    assert f'<li id="session-{session_id}" class="session-row is-selected" hx-swap-oob="true">' \
+        in header
+    other = login_as(b.owner, b.tenant)
+    assert other.get(f"{path}/binding").status_code == 404
+
+
+def test_the_command_form_placeholders_read_as_examples(two_tenants, login_as):
+    """Issue 27 item 10: no placeholder looks like a value already typed; the timeout's
+    default is help text next to the empty field."""
+    a, _ = two_tenants
+    client = login_as(a.viewer, a.tenant)
+    page = text(client.get(f"/playground/{open_session(client, make_config(a))}"))
+    assert "placeholder=\"e.g. python3 -c 'print(1)'\"" in page
+    timeout = re.search(r'<input id="timeout_sec"[^>]*>', page).group(0)
+    assert "placeholder" not in timeout and 'aria-describedby="timeout-help"' in timeout
+    assert '<span class="muted" id="timeout-help">s · default 60</span>' in page

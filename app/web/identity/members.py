@@ -23,10 +23,14 @@ from app.web import bp
 from app.web._helpers import attach_error, confirm_page, done, page_or_fragment
 
 ROLE_LABELS = [(role.value, role.value.capitalize()) for role in Role]
+# Contributor is a reference role with a viewer's rights here (no route asks for it; any
+# member may run sessions, decisions 7): the page offers it to nobody, for an invitation
+# or a role change. Members who have it keep it; the API still accepts it (docs/deviations.md).
+NOT_OFFERED = {Role.contributor}
 PER_PAGE = 50
 QUERY_MAX = 254
 # What each role can do beyond the one below it (from the guards of the routes): a role
-# change names what the member gains or loses. A contributor has no route of its own yet.
+# change names what the member gains or loses. A contributor has no route of its own.
 ROLE_ADDS: dict[Role, tuple[str, ...]] = {
     Role.viewer: (),
     Role.contributor: (),
@@ -40,7 +44,14 @@ ROLE_ADDS: dict[Role, tuple[str, ...]] = {
 def grantable_roles(actor_role: Role) -> list[tuple[str, str]]:
     """Roles the actor may hand out: only an owner can make an owner."""
     return [(value, label) for value, label in ROLE_LABELS
-            if value != Role.owner.value or actor_role == Role.owner]
+            if Role(value) not in NOT_OFFERED
+            and (value != Role.owner.value or actor_role == Role.owner)]
+
+
+def offered_roles(actor_role: Role, membership: Membership, owners: int) -> list[Role]:
+    """The roles a member's row offers: what the service would accept, less NOT_OFFERED."""
+    return [role for role in member_service.role_choices(actor_role, membership, owners)
+            if role not in NOT_OFFERED]
 
 
 class InviteForm(FlaskForm):
@@ -56,7 +67,8 @@ class InviteForm(FlaskForm):
 
 
 class RoleForm(FlaskForm):
-    role = SelectField("Role", choices=[SelectChoice(v, label) for v, label in ROLE_LABELS])
+    role = SelectField("Role", choices=[SelectChoice(v, label) for v, label in ROLE_LABELS
+                                        if Role(v) not in NOT_OFFERED])
 
 
 def role_change(old: Role, new: Role) -> dict[str, Any]:
@@ -85,7 +97,7 @@ def _context(form: InviteForm | None = None, created=None, query: str | None = N
         current_tenant(), search if query is None else query, page, PER_PAGE)
     return {
         "tenant": current_tenant(), "listing": listing, "memberships": listing.rows,
-        "choices": lambda m: member_service.role_choices(who.role, m, listing.owners),
+        "choices": lambda m: offered_roles(who.role, m, listing.owners),
         "removable": lambda m: member_service.may_remove(who.role, m, listing.owners),
         "confirming": confirming, "role_change": role_change,
         "invitations": invitation_service.list_invitations(current_tenant()), "now": utcnow(),
@@ -112,7 +124,7 @@ def member_row(membership_id: int):
     who = principal()
     owners = member_service.count_owners(current_tenant())
     asked = request.args.get("role", "")
-    offered = member_service.role_choices(who.role, membership, owners)
+    offered = offered_roles(who.role, membership, owners)
     confirming = (membership.id, Role(asked)) if asked in {r.value for r in offered} else None
     if not htmx:
         return render_template("members/index.html", **_context(

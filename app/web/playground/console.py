@@ -65,6 +65,7 @@ class Run:
     command: str
     outcome: ExecOutcome | None = None
     error: AppError | None = None
+    skill: str | None = None
 
     @property
     def problems(self) -> list[str]:
@@ -136,12 +137,14 @@ def _context(selected: SandboxSession | None = None, form: OpenSessionForm | Non
     configs = sandbox_configs.list_configs(tenant)
     by_id = {c.id: c for c in configs}
     rows = [session_view(s, by_id) for s in sessions.list_sessions(tenant, user)]
+    history = playground_runs.history(selected) if selected else []
+    last = playground_runs.last_run(selected, history) if selected else None
     return {"tenant": tenant, "form": form or OpenSessionForm(configs, formdata=None),
             "has_configs": bool(configs), "rows": rows,
             "selected_id": selected.id if selected else None,
             "current": session_view(selected, by_id) if selected else None,
-            "history": playground_runs.history(selected) if selected else [],
-            "runs": [], "command": "", "timeout": "", "skill": "", "last": None, **extra}
+            "history": history, "runs": [], "command": "", "timeout": "", "skill": "",
+            "last": last, **extra}
 
 
 def _page(selected: SandboxSession | None, status: int = 200, **extra: Any):
@@ -240,6 +243,16 @@ def _ended(message: str, viewing: str | None, status: int = 200, category: str =
     return notice(body, message, category), status, headers
 
 
+@bp.get("/playground/<uuid:session_id>/binding")
+@guard(Role.viewer)
+def playground_binding(session_id):
+    """The header's facts and the session's row, loaded again when a run ends (`run-ended`)."""
+    context = _context(_own(session_id))
+    return (render_template("playground/_binding.html", **context)
+            + render_template("playground/_session_row.html", row=context["current"], oob=True,
+                              **context))
+
+
 # -- running commands ------------------------------------------------------------------------
 
 def _timeout(raw: str) -> int | None:
@@ -264,18 +277,19 @@ def playground_exec(session_id):
         # and its entry polls for its output until it ends.
         started = runs.start(current_tenant(), principal().user, session, command,
                              _timeout(raw_timeout), skill=skill or None)
-        run = Run(command, outcome=started.outcome)
+        run = Run(command, outcome=started.outcome, skill=skill or None)
         if started.outcome is None and started.run is not None:  # it outlived the wait
             stored = playground_runs.run_view(started.run)
     except AppError as err:
         db.session.rollback()
-        run, status = Run(command, error=err), err.status
+        run, status = Run(command, error=err, skill=skill or None), err.status
+    # The header's "Last run" is this run's when it ended here, else the stored runs' latest.
+    last = {"last": run.outcome} if run.outcome else {}
     if not htmx:  # without JavaScript: the page, with this one run in its transcript
         # A stored run is in the history the page shows; a refused one only here.
         return _page(session, status, runs=[run] if run.error else [], command=command,
-                     timeout=raw_timeout,
-                     skill=skill, last=run.outcome)
-    context = _context(session, last=run.outcome)
+                     timeout=raw_timeout, skill=skill, **last)
+    context = _context(session, **last)
     body = (render_template("playground/_exec_run.html", run=stored) if stored else
             render_template("playground/_run.html", run=run, **context))
     body += render_template("playground/_binding.html", oob=True, **context)

@@ -38,12 +38,34 @@ def run_view(run: ExecRun) -> dict[str, Any]:
             "truncated": run.truncated, "error": run.error,
             "egress_denied": run.egress_denied or [],
             "cancel_requested": run.cancel_requested,
-            "can_stop": running and not run.cancel_requested}
+            "can_stop": running and not run.cancel_requested, "skill": run.skill,
+            "sandbox_id": run.sandbox_id, "created_at": run.created_at}
 
 
 def history(session: SandboxSession) -> list[dict[str, Any]]:
     """The session's latest runs, oldest first (as a transcript reads)."""
     return [run_view(r) for r in reversed(runs.list_runs(session, HISTORY))]
+
+
+def last_run(session: SandboxSession, entries: list[dict[str, Any]]) -> dict[str, bool] | None:
+    """The header's "Last run" read from the stored runs (`history`): whether the latest
+    run that reached a sandbox found it there (the sandbox was bound before the run began)
+    or started it. None when that sandbox is no longer the session's (it cannot tell)."""
+    for run in reversed(entries):
+        if run["running"] or not run["sandbox_id"]:
+            continue
+        if run["sandbox_id"] != session.sandbox_id or session.sandbox_created_at is None:
+            return None
+        return {"reused": session.sandbox_created_at < run["created_at"]}
+    return None
+
+
+def _entry(run: ExecRun):
+    """A run's transcript entry; once it has ended, the page's header is told (an
+    `run-ended` event: the binding facts and the session's row load again)."""
+    view = run_view(run)
+    headers = {} if view["running"] else {"HX-Trigger": "run-ended"}
+    return render_template("playground/_exec_run.html", run=view), 200, headers
 
 
 def _own_run(session_id, run_id) -> tuple[SandboxSession, ExecRun]:
@@ -55,7 +77,7 @@ def _own_run(session_id, run_id) -> tuple[SandboxSession, ExecRun]:
 @guard(Role.viewer)
 def playground_run(session_id, run_id):
     _, run = _own_run(session_id, run_id)
-    return render_template("playground/_exec_run.html", run=run_view(run))
+    return _entry(run)
 
 
 @bp.post("/playground/<uuid:session_id>/runs/<uuid:run_id>/stop")
@@ -66,9 +88,9 @@ def playground_stop_run(session_id, run_id):
         runs.cancel(session, run)
     except AppError as err:
         db.session.rollback()
-        body = render_template("playground/_exec_run.html", run=run_view(run))
-        return notice(body, err.message, "error"), 200
-    return render_template("playground/_exec_run.html", run=run_view(run))
+        body, status, headers = _entry(run)
+        return notice(body, err.message, "error"), status, headers
+    return _entry(run)
 
 
 @bp.post("/playground/<uuid:session_id>/egress-access")
