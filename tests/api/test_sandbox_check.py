@@ -111,7 +111,10 @@ def test_shallow_check_of_a_good_docker_config(admin_api):
         assert by_name[name]["ok"] is True, by_name[name]
         assert by_name[name]["reason"] == ""
     assert "answered" in by_name["api_url_reachable"]["message"]
-    assert by_name["template_exists"]["message"] == f"image {BASE_IMAGE} is on the engine"
+    assert by_name["template_exists"]["message"] == f"Image {BASE_IMAGE} is on the engine."
+    # Issue 27 item 10: a local engine takes no credentials, and the row says so.
+    assert by_name["credential_valid"]["message"] == (
+        "The engine listed its containers; a local engine needs no credentials.")
     for name in SHALLOW[3:]:
         assert by_name[name]["ok"] is None
         assert by_name[name]["reason"] == "needs_deep_check"
@@ -155,7 +158,7 @@ def test_unsaved_values_are_merged_over_the_stored_config(two_tenants, admin_api
 
     data = run(admin_api, config_id=config["id"], config=unsaved)
     assert rows(data)["template_exists"]["message"] == \
-        "image sandlot/sandbox:busybox is on the engine"
+        "Image sandlot/sandbox:busybox is on the engine."
     blank = sandbox_check.prepare(stored, docker_doc(env_vars={"TOKEN": ""}), deep=False)
     assert blank["env_vars"] == {"TOKEN": secret}
     typed = sandbox_check.prepare(stored, docker_doc(env_vars={"TOKEN": "new"}), deep=False)

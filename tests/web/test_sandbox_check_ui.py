@@ -72,13 +72,13 @@ def test_test_connection_polls_until_done_and_shows_the_rows(group, login_as):
     last = text(answers[-1])
     assert answers[-1].status_code == 286
     assert "Connection test" in last and "Passed" in last
-    for label in ("Control plane reachable", "Credentials accepted", "Template available"):
+    for label in ("Control plane reachable", "Engine access", "Template available"):
         assert label in last
     assert last.count('class="check-row is-ok"') == 3
     assert last.count('class="check-row is-skipped"') == 2
     assert "Runs in the deep check only" in last and " ms</span>" in last
     assert "needs_deep_check" not in last and "<details" in last  # words, collapsible
-    assert f"image {BASE_IMAGE} is on the engine" in last
+    assert f"Image {BASE_IMAGE} is on the engine." in last
 
 
 def test_an_edit_checks_unsaved_values_over_the_stored_config(group, login_as):
@@ -92,7 +92,7 @@ def test_an_edit_checks_unsaved_values_over_the_stored_config(group, login_as):
     first = post_form(client, "/sandboxes/check", form, htmx=True, token_from="/sandboxes")
 
     last = text(poll(client, first)[-1])
-    assert "image sandlot/sandbox:busybox is on the engine" in last
+    assert "Image sandlot/sandbox:busybox is on the engine." in last
     job = Job.query.filter_by(kind="sandbox_check").one()
     assert job.target_id == row.id and "stored-secret-value" not in str(job.params)
 

@@ -29,6 +29,8 @@ LABELS = {
     "egress_available": "Outbound internet",
     "egress_denied_enforced": "Denied traffic blocked",
 }
+# A Docker engine takes no API key: its list call proves access, not credentials.
+DOCKER_LABELS = {**LABELS, "credential_valid": "Engine access"}
 
 # Why a row was skipped, as a sentence (the reason codes stay in the API and the job log).
 REASONS = {
@@ -77,7 +79,7 @@ def sandbox_check_result(check_id):
 def _render(job: Job | None, status: int, deep: bool | None = None,
             problems: list[dict[str, str]] | None = None):
     context = {
-        "job": job, "problems": problems or [], "labels": LABELS, "reasons": REASONS,
+        "job": job, "problems": problems or [], "labels": _labels(job), "reasons": REASONS,
         "deep": bool(job.params.get("deep")) if job is not None else deep,
         "rows": sandbox_check.rows_of(job) if job is not None else [],
     }
@@ -85,3 +87,9 @@ def _render(job: Job | None, status: int, deep: bool | None = None,
     if not htmx and status == STOP_POLLING:
         status = 200  # a browser without htmx reads the page, not a polling signal
     return render_template(page, **context), status
+
+
+def _labels(job: Job | None) -> dict[str, str]:
+    params, result = (job.params or {}, job.result or {}) if job is not None else ({}, {})
+    provider = params.get("provider") or result.get("provider")
+    return DOCKER_LABELS if provider == "docker" else LABELS

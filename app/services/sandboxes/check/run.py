@@ -23,7 +23,7 @@ from app.backends.base import (
     Unsupported,
 )
 from app.services.job_limits import CHECK_BUDGET_SEC, CHECK_CLEANUP_SEC, OutOfBudget, bounded
-from app.services.sandboxes import document
+from app.services.sandboxes import document, endpoints
 from app.services.sandboxes.check import probe
 from app.services.sandboxes.check.parts import (
     API_URL,
@@ -183,7 +183,7 @@ class Run:
             finally:
                 plain.close()
         if isinstance(error, BackendAuthError):  # it answered, and refused us
-            self.add(Check(API_URL, True, f"{where(self.doc)} answered", latency_ms=latency))
+            self.add(Check(API_URL, True, f"{where(self.doc)} answered.", latency_ms=latency))
             self.add(Check(CREDENTIAL, False, human(self.doc, error), latency_ms=latency))
             self.skip(CREDENTIALS_REJECTED, "Not checked: the credentials were rejected.",
                       TEMPLATE, EXEC, EGRESS, CANARY)
@@ -193,7 +193,7 @@ class Run:
             self.skip(UNREACHABLE, "Not checked: the control plane is not reachable.",
                       CREDENTIAL, TEMPLATE, EXEC, EGRESS, CANARY)
             return False
-        self.add(Check(API_URL, True, f"{where(self.doc)} answered in {latency} ms",
+        self.add(Check(API_URL, True, f"{where(self.doc)} answered in {latency} ms.",
                        latency_ms=latency))
         return True
 
@@ -208,10 +208,17 @@ class Run:
                       "Not checked: the authenticated call failed.", TEMPLATE, EXEC, EGRESS,
                       CANARY)
             return False
-        what = "the engine" if self.kind == "docker" else "the API"
-        self.add(Check(CREDENTIAL, True, f"{what} accepted an authenticated list call",
-                       latency_ms=latency))
+        self.add(Check(CREDENTIAL, True, self.access_granted(), latency_ms=latency))
         return True
+
+    def access_granted(self) -> str:
+        """What the list call proved, in plain words: a local engine takes no credentials."""
+        if self.kind != "docker":
+            return "The API accepted the API key (it listed sandboxes)."
+        engine = endpoints.engine(endpoints.engine_of(self.doc.get("docker") or {}))
+        if engine is not None and engine.tls_dir:
+            return "The engine accepted this server's TLS certificate (it listed containers)."
+        return "The engine listed its containers; a local engine needs no credentials."
 
     def template(self, backend: Backend) -> bool:
         """Docker: the image is on the engine; E2B/Cube: the catalog has it, ready."""
@@ -223,7 +230,7 @@ class Run:
             return False
         if self.kind == "docker":  # health() with the image set: ping + inspect the image
             _, error, latency = self.attempt(backend.health)
-            message = f"image {name} is on the engine"
+            message = f"Image {name} is on the engine."
         else:
             templates, error, latency = self.attempt(backend.list_templates)
             found = next((t for t in templates or () if name in (t.id, t.name)), None)
@@ -231,7 +238,7 @@ class Run:
                 self.add(Check(TEMPLATE, False, template_problem(name, found),
                                latency_ms=latency))
                 return False
-            message = f"template {name} is in the catalog and ready"
+            message = f"Template {name} is in the catalog and ready."
         if error is not None:
             return self.failed(TEMPLATE, error, latency).reason == NOT_SUPPORTED
         self.add(Check(TEMPLATE, True, message, latency_ms=latency))
@@ -269,8 +276,8 @@ class Run:
             self.failed(EXEC, error, latency, None if isinstance(error, OutOfBudget) else message)
             return False
         if result.exit_code == 0 and EXEC_MARK in result.stdout:
-            self.add(Check(EXEC, True, f"created a sandbox in {created_ms} ms and ran "
-                           f"`echo {EXEC_MARK}` in it (exit 0)", latency_ms=latency))
+            self.add(Check(EXEC, True, f"Created a sandbox in {created_ms} ms and ran "
+                           f"`echo {EXEC_MARK}` in it (exit 0).", latency_ms=latency))
             return True
         first = (result.stderr.strip().splitlines() or [""])[0][:200]
         self.add(Check(EXEC, False, f"`echo {EXEC_MARK}` exited {result.exit_code}"
@@ -341,6 +348,6 @@ class Run:
             return message
         found = next((t for t in templates if name in (t.id, t.name)), None)
         if found is not None and found.status == "ready":
-            return (f"template {name} is in the catalog but the API did not find it: it may "
-                    "belong to another team than this key's")
+            return (f"Template {name} is in the catalog but the API did not find it: it may "
+                    "belong to another team than this key's.")
         return template_problem(name, found)
