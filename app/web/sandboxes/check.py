@@ -14,6 +14,7 @@ from app.extensions import db, htmx
 from app.models import Job, Role
 from app.services.sandboxes import configs
 from app.services.sandboxes.check import job as sandbox_check
+from app.services.sandboxes.check.parts import RESTRICTED
 from app.tenancy import get_or_404, principal
 from app.web import bp
 from app.web.jobs import STOP_POLLING
@@ -38,7 +39,7 @@ REASONS = {
     "control_plane_unreachable": "Not tried: the control plane could not be reached",
     "sandbox_not_created": "Not tried: no sandbox could be created",
     "sandbox_exec_failed": "Not tried: the sandbox could not run a command",
-    "egress_restricted_by_policy": "Not tried: the network policy blocks outbound traffic",
+    "egress_restricted_by_policy": "Blocked by the network policy",
     "credentials_rejected": "Not tried: the credentials were refused",
     "template_not_set": "Not tried: no template is set",
     "not_supported": "This backend does not support it",
@@ -78,10 +79,12 @@ def sandbox_check_result(check_id):
 
 def _render(job: Job | None, status: int, deep: bool | None = None,
             problems: list[dict[str, str]] | None = None):
+    rows = [{**row, "state": state(row)} for row in sandbox_check.rows_of(job)] \
+        if job is not None else []
     context = {
         "job": job, "problems": problems or [], "labels": _labels(job), "reasons": REASONS,
-        "deep": bool(job.params.get("deep")) if job is not None else deep,
-        "rows": sandbox_check.rows_of(job) if job is not None else [],
+        "deep": bool(job.params.get("deep")) if job is not None else deep, "rows": rows,
+        "warnings": sum(row["state"] == "warn" for row in rows),
     }
     page = "sandboxes/_check.html" if htmx else "sandboxes/check.html"
     if not htmx and status == STOP_POLLING:
@@ -93,3 +96,14 @@ def _labels(job: Job | None) -> dict[str, str]:
     params, result = (job.params or {}, job.result or {}) if job is not None else ({}, {})
     provider = params.get("provider") or result.get("provider")
     return DOCKER_LABELS if provider == "docker" else LABELS
+
+
+def state(row: dict) -> str:
+    """ok, warn (passed, but an allowed destination did not answer), failed, blocked (by
+    the config's own policy: tried, not skipped) or skipped."""
+    if row["ok"] is None:
+        return "blocked" if row["reason"] == RESTRICTED else "skipped"
+    if row["ok"] is False:
+        return "failed"
+    unreachable = [t for t in row.get("targets") or () if t["listed"] and not t["reachable"]]
+    return "warn" if unreachable else "ok"

@@ -8,7 +8,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -53,6 +53,8 @@ class Check:
     message: str = ""
     reason: str = ""
     latency_ms: int = 0
+    # egress_available: each destination tried, {host, listed, allowed, reachable, detail}
+    targets: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def status(self) -> str:

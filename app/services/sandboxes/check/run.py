@@ -287,7 +287,9 @@ class Run:
     def egress(self, backend: Backend, sandbox_id: str) -> None:
         """One exec probes every URL and the canary target at once."""
         target = probe.denied_target(self.doc, self.urls) if self.canary else None
-        urls = [*self.urls, *([target] if target and target not in self.urls else [])]
+        allowed = probe.allowed_urls(self.doc, self.urls)
+        general = [u for u in self.urls if u not in allowed]
+        urls = list(dict.fromkeys([*allowed, *general, *([target] if target else [])]))
         if not urls:
             self.add(Check(EGRESS, None, "No probe URLs are configured "
                            "(SANDBOX_EGRESS_PROBE_URLS).", NOT_SUPPORTED))
@@ -306,9 +308,10 @@ class Run:
             self.canary_row(None, latency, "Not run: nothing to probe with.", NOT_SUPPORTED)
         else:
             by_url = {p.url: p for p in probes}
-            ok, message, restricted = probe.egress_verdict(
-                self.doc, [by_url[u] for u in self.urls if u in by_url])
-            self.add(Check(EGRESS, ok, message, RESTRICTED if restricted else "", latency))
+            verdict = probe.egress_verdict(self.doc, [by_url[u] for u in allowed if u in by_url],
+                                           [by_url[u] for u in general if u in by_url])
+            self.add(Check(EGRESS, verdict.ok, verdict.message,
+                           RESTRICTED if verdict.ok is None else "", latency, verdict.targets))
             self.canary_row(by_url.get(target) if target else None, latency)
 
     def canary_row(self, result: probe.Probe | None, latency: int, message: str = "",
