@@ -137,3 +137,15 @@ def test_deep_check_shows_each_allowed_destination(tab, workspace, probe_world, 
         assert panel["height"] <= 844 / 3 + 1, panel
         width_used = tab.evaluate("document.documentElement.scrollWidth")
         assert width_used <= width, width_used
+
+
+def test_enter_in_a_field_still_saves(tab, workspace):
+    """The check and catalog buttons are submit buttons now (their no-JavaScript fallback,
+    issue 27 item 8): Enter in a field must still save, not start a check."""
+    sign_in(tab, workspace.admin.email)
+    drawer = open_editor(tab, demo.DEMO_CONFIG)
+    drawer.get_by_label("Name").fill("Renamed engine")
+    drawer.get_by_label("Name").press("Enter")
+    tab.locator(".sandbox-card", has_text="Renamed engine").wait_for()
+    assert tab.locator(".drawer").count() == 0
+    assert tab.locator("#sandbox-check .check-result").count() == 0

@@ -151,9 +151,13 @@ def test_another_kind_of_job_is_not_a_check(group, login_as):
 def test_without_htmx_the_check_is_a_page(group, login_as):
     client = login_as(group.admin, group.tenant)
     response = post_form(client, "/sandboxes/check", {**FORM, "deep": "0"}, token_from="/sandboxes")
-    assert response.status_code == 202
-    assert "<h1>Sandbox check</h1>" in text(response)
-    path = POLL.search(text(response)).group(1)
-    poll(client, client.get(path, headers={"HX-Request": "true"}))
+    assert response.status_code == 303  # to the check's page (issue 27 item 8)
+    path = response.headers["Location"]
+    page = client.get(path)
+    assert "<h1>Sandbox check</h1>" in text(page)
+    if "Passed" not in text(page):  # still running: the page reloads itself
+        assert '<meta http-equiv="refresh" content="2">' in text(page)
+        poll(client, client.get(path, headers={"HX-Request": "true"}))
     done = client.get(path)
     assert done.status_code == 200 and "Passed" in text(done)
+    assert 'http-equiv="refresh"' not in text(done)

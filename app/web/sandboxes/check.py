@@ -6,12 +6,12 @@ completes, until the job ends (status 286 stops the polling).
 
 from __future__ import annotations
 
-from flask import render_template, request
+from flask import redirect, render_template, request, url_for
 
 from app.auth.guards import guard
 from app.errors import NotFound, ValidationFailed
 from app.extensions import db, htmx
-from app.models import Job, Role
+from app.models import Job, Role, SandboxConfig
 from app.services.sandboxes import configs
 from app.services.sandboxes.check import job as sandbox_check
 from app.services.sandboxes.check.parts import RESTRICTED
@@ -65,6 +65,8 @@ def start_sandbox_check():
     except ValidationFailed as err:
         db.session.rollback()
         return _render(None, 400, deep=deep, problems=err.errors)
+    if not htmx:  # a form post without JavaScript: the check's page, which reloads itself
+        return redirect(url_for("web.sandbox_check_result", check_id=job.id), 303)
     return _render(job, 202)
 
 
@@ -87,6 +89,9 @@ def _render(job: Job | None, status: int, deep: bool | None = None,
         "warnings": sum(row["state"] == "warn" for row in rows),
     }
     page = "sandboxes/_check.html" if htmx else "sandboxes/check.html"
+    context["config"] = _checked_config(job)
+    context["back"] = url_for("web.edit_sandbox", config_id=context["config"].id) \
+        if context["config"] is not None else url_for("web.sandboxes")
     if not htmx and status == STOP_POLLING:
         status = 200  # a browser without htmx reads the page, not a polling signal
     return render_template(page, **context), status
@@ -107,3 +112,12 @@ def state(row: dict) -> str:
         return "failed"
     unreachable = [t for t in row.get("targets") or () if t["listed"] and not t["reachable"]]
     return "warn" if unreachable else "ok"
+
+
+def _checked_config(job: Job | None) -> SandboxConfig | None:
+    """The stored config a check is about (the page's way back to its editor), if any."""
+    config_id = (job.params or {}).get("config_id") if job is not None else \
+        request.form.get("config_id")
+    row = db.session.get(SandboxConfig, config_id) if config_id else None
+    live = row is not None and row.deleted_at is None
+    return row if live and row.tenant_id == principal().tenant_id else None
