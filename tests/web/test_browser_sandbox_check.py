@@ -42,7 +42,10 @@ def open_editor(tab, name: str):
     return drawer
 
 
-def test_admin_tests_the_connection_of_the_demo_config(tab, workspace):
+@pytest.mark.parametrize("width", [1440, 390])
+def test_admin_tests_the_connection_of_the_demo_config(tab, workspace, width):
+    tab.set_viewport_size({"width": width, "height": 900 if width > 390 else 844})
+    suffix = "" if width > 390 else "-390"
     sign_in(tab, workspace.admin.email)
     drawer = open_editor(tab, demo.DEMO_CONFIG)
 
@@ -53,6 +56,8 @@ def test_admin_tests_the_connection_of_the_demo_config(tab, workspace):
     # Issue 27 item 7: a clean pass folds to its summary line; the steps open on demand.
     assert result.locator("details").get_attribute("open") is None
     assert "3 of 5 tried" in result.locator("summary").inner_text()
+    tab.mouse.move(0, 0)
+    shot(tab, f"sandbox-check-folded{suffix}.png")
     result.locator("summary").click()
     rows = result.locator(".check-row")
     assert rows.count() == 5
@@ -65,7 +70,7 @@ def test_admin_tests_the_connection_of_the_demo_config(tab, workspace):
     assert "a local engine needs no credentials" in result.inner_text()  # issue 27 item 10
     assert result.get_attribute("hx-get") is None  # the fragment stopped polling
     tab.mouse.move(0, 0)
-    shot(tab, "sandbox-check.png")
+    shot(tab, f"sandbox-check{suffix}.png")
 
 
 def test_deep_check_of_an_unsaved_change_reports_the_unreachable_engine(tab, workspace):
