@@ -107,11 +107,11 @@ class BaseConfig:
     # 0 turns it off (tests run the reaper explicitly, never behind another test's back).
     INPROCESS_REAPER_SECONDS = 30
     # Sandbox check (decisions 6): URLs the deep check fetches from inside a sandbox, in
-    # order, comma-separated; the first that answers proves egress.
-    # PyPI first: a sandbox that cannot reach its package registry cannot install skills.
+    # order, comma-separated; the first that answers proves egress (the config's own
+    # allowed destinations are tried too). The package registries skills install from:
+    # a sandbox that cannot reach them cannot install skills.
     SANDBOX_EGRESS_PROBE_URLS = _env("SANDBOX_EGRESS_PROBE_URLS",
-                                     "https://pypi.org/simple/,https://www.baidu.com,"
-                                     "https://1.1.1.1")
+                                     "https://pypi.org/simple/,https://registry.npmjs.org/")
     # E2B/Cube template provisioning (reference 3.1.7): the base images the standard and
     # desktop templates are built from, and how long a build may take.
     SANDBOX_TEMPLATE_STANDARD_IMAGE = _env("SANDBOX_TEMPLATE_STANDARD_IMAGE",

@@ -32,12 +32,24 @@ class SandboxCheckIn(Strict):
                        "afterwards), run a command in it and probe egress")
 
 
+class CheckTarget(Out):
+    host: str = Field(description="As the policy or the probe URL writes it (case kept)")
+    listed: bool = Field(description="One of the config's allowed destinations (a warning "
+                         "when it does not answer), else a probe URL of the deployment")
+    allowed: bool = Field(description="Whether the config's network policy allows it")
+    reachable: bool
+    detail: str = Field(description="What came back, e.g. HTTP 200 or timed out")
+
+
 class CheckRow(Out):
     name: str
     ok: bool | None = Field(description="true passed, false failed, null skipped")
     message: str
     reason: str = Field(description="Why a row was skipped, e.g. needs_deep_check")
     latency_ms: int
+    targets: list[CheckTarget] = Field(
+        default_factory=list, description="egress_available: each destination the deep "
+        "check tried (up to 3 of the policy's allowed names, then the probe URLs)")
 
 
 class SandboxCheckOut(Out):

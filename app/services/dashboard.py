@@ -101,7 +101,7 @@ def summarise(tenant: Tenant, user: User, everyone: bool) -> Summary:
     return summary
 
 
-def _last_check(tenant: Tenant):
+def _last_check(tenant: Tenant, config_ids: list[str] | None = None):
     """Each config's newest check job: ranked per config, only rank 1 kept, so the join
     with the configs meets one row per config (materialised once, not per config)."""
     rank = func.row_number().over(partition_by=Job.target_id,
@@ -110,7 +110,8 @@ def _last_check(tenant: Tenant):
                      Job.result["ok"].as_boolean().label("ok"), Job.created_at,
                      rank.label("rank"))
               .where(Job.tenant_id == tenant.id, Job.kind == CHECK_KIND,
-                     Job.target_type == "sandbox_config")
+                     Job.target_type == "sandbox_config",
+                     *([Job.target_id.in_(config_ids)] if config_ids is not None else []))
               .subquery())
     return select(ranked).where(ranked.c.rank == 1).subquery()
 
@@ -129,12 +130,13 @@ def _live_configs(tenant: Tenant) -> tuple[ColumnElement[bool], ...]:
     return SandboxConfig.tenant_id == tenant.id, SandboxConfig.deleted_at.is_(None)
 
 
-def _checked(tenant: Tenant, *columns):
-    """`columns` of each live config that has a check, with its outcome.
+def _checked(tenant: Tenant, *columns, config_ids: list[str] | None = None):
+    """`columns` of each live config that has a check (of `config_ids`, when given), with
+    its outcome.
 
     The join runs from the checks to the configs (a primary-key lookup per check): the
     other way round, SQLite scans every check for every config."""
-    last = _last_check(tenant)
+    last = _last_check(tenant, config_ids)
     outcome = _outcome(last).label("outcome")
     query = (select(*columns, outcome, last.c.id.label("check_id"),
                     last.c.created_at.label("checked_at"))
@@ -163,13 +165,27 @@ def _configs_by_backend(tenant: Tenant) -> dict[str, dict[str, int]]:
     return {backend: found[backend] for backend in BACKENDS if backend in totals_by_backend}
 
 
+_CHECKED = (SandboxConfig.id, SandboxConfig.name, SandboxConfig.sandbox_type)
+
+
 def _latest_checks(tenant: Tenant) -> list[CheckedConfig]:
     """The configs checked most recently, newest first."""
-    query, _, last = _checked(tenant, SandboxConfig.id, SandboxConfig.name,
-                              SandboxConfig.sandbox_type)
+    query, _, last = _checked(tenant, *_CHECKED)
     query = query.order_by(last.c.created_at.desc(), SandboxConfig.name).limit(LIST_SIZE)
-    return [CheckedConfig(row.id, row.name, row.sandbox_type, row.outcome, row.check_id,
-                          row.checked_at) for row in db.session.execute(query)]
+    return [_checked_config(row) for row in db.session.execute(query)]
+
+
+def last_checks(tenant: Tenant, config_ids: list[str]) -> dict[str, CheckedConfig]:
+    """The newest check of each of these configs that has one (the Sandboxes cards)."""
+    if not config_ids:
+        return {}
+    query, _, _ = _checked(tenant, *_CHECKED, config_ids=config_ids)
+    return {row.id: _checked_config(row) for row in db.session.execute(query)}
+
+
+def _checked_config(row) -> CheckedConfig:
+    return CheckedConfig(row.id, row.name, row.sandbox_type, row.outcome, row.check_id,
+                         row.checked_at)
 
 
 def _session_counts(tenant: Tenant) -> tuple[int, int]:

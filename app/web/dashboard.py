@@ -12,15 +12,8 @@ from app.services import quotas
 from app.services.identity import api_keys, members
 from app.tenancy import current_tenant, principal
 from app.web import bp
-from app.web.sandboxes.configs import KIND_LABELS
+from app.web.sandboxes.configs import KIND_LABELS, OUTCOME_LABELS
 
-OUTCOME_LABELS = {
-    "passed": ("Check passed", "badge-ok"),
-    "problems": ("Check found problems", "badge-danger"),
-    "checking": ("Checking now", "badge-info"),
-    "unfinished": ("Check did not finish", "badge-warn"),
-    "never": ("Never checked", "badge-muted"),
-}
 # The same outcomes as counts ("2 passed"), for the per-backend line.
 COUNT_LABELS = {"passed": "passed", "problems": "with problems", "checking": "checking now",
                 "unfinished": "check did not finish", "never": "never checked"}

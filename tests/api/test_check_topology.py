@@ -65,7 +65,9 @@ def test_a_closed_loopback_port_is_reported_without_its_address(app, admin, bear
     assert response.status_code == 200, response.json
     row = next(r for r in response.json["data"]["checks"] if r["name"] == "api_url_reachable")
     assert row["ok"] is False
-    assert row["message"].startswith("The E2B API (api_url) could not be reached")
+    # Issue 27 item 4: fields by the form's labels, never by their JSON keys.
+    assert row["message"].startswith("The E2B API (its API URL) could not be reached; check "
+                                     "the API URL")
     for body in (response.get_data(as_text=True), text(job), page):
         # The JSON echoes nothing of the config; the page only the check rows.
         assert not leaks(body.replace("api_url_reachable", ""), port), body

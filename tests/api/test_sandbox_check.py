@@ -18,7 +18,7 @@ from app.extensions import db
 from app.models import Job, SandboxConfig
 from app.services.sandboxes.check import job as sandbox_check
 from tests.api import check_world
-from tests.api.check_world import DENIED, DENIED_URL, OPEN, OPEN_URL
+from tests.api.check_world import DENIED, DENIED_URL, DOWN_NAME, OPEN, OPEN_NAME
 from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, require_docker
 from tests.factories import config_doc
 from tests.sweeps import routes
@@ -44,13 +44,8 @@ def admin_api(two_tenants, bearer):
 @pytest.fixture
 def probe_world(app, tmp_path):
     """The private internet, and the check's probe URLs pointed into it."""
-    saved = app.config["SANDBOX_EGRESS_PROBE_URLS"]
-    with check_world.world(tmp_path):
-        app.config["SANDBOX_EGRESS_PROBE_URLS"] = f"{DENIED_URL},{OPEN_URL}"
-        try:
-            yield
-        finally:
-            app.config["SANDBOX_EGRESS_PROBE_URLS"] = saved
+    with check_world.probing(app, tmp_path):
+        yield
 
 
 def docker_doc(image: str = BASE_IMAGE, engine: str = "", **extra) -> dict:
@@ -111,7 +106,10 @@ def test_shallow_check_of_a_good_docker_config(admin_api):
         assert by_name[name]["ok"] is True, by_name[name]
         assert by_name[name]["reason"] == ""
     assert "answered" in by_name["api_url_reachable"]["message"]
-    assert by_name["template_exists"]["message"] == f"image {BASE_IMAGE} is on the engine"
+    assert by_name["template_exists"]["message"] == f"Image {BASE_IMAGE} is on the engine."
+    # Issue 27 item 10: a local engine takes no credentials, and the row says so.
+    assert by_name["credential_valid"]["message"] == (
+        "The engine listed its containers; a local engine needs no credentials.")
     for name in SHALLOW[3:]:
         assert by_name[name]["ok"] is None
         assert by_name[name]["reason"] == "needs_deep_check"
@@ -155,7 +153,7 @@ def test_unsaved_values_are_merged_over_the_stored_config(two_tenants, admin_api
 
     data = run(admin_api, config_id=config["id"], config=unsaved)
     assert rows(data)["template_exists"]["message"] == \
-        "image sandlot/sandbox:busybox is on the engine"
+        "Image sandlot/sandbox:busybox is on the engine."
     blank = sandbox_check.prepare(stored, docker_doc(env_vars={"TOKEN": ""}), deep=False)
     assert blank["env_vars"] == {"TOKEN": secret}
     typed = sandbox_check.prepare(stored, docker_doc(env_vars={"TOKEN": "new"}), deep=False)
@@ -250,7 +248,7 @@ def test_deep_check_passes_and_leaves_no_sandbox_behind(two_tenants, admin_api, 
     by_name = rows(data)
     assert all(row["ok"] is True for row in data["checks"]), data["checks"]
     assert "ran `echo sandlot-ok`" in by_name["sandbox_exec"]["message"]
-    assert by_name["egress_available"]["message"] == f"reachable via {DENIED}:8080"
+    assert by_name["egress_available"]["message"] == f"Reachable via {DENIED}:8080."
     assert data["ok"] is True and data["deep"] is True
     assert check_sandboxes(a.tenant.id, config["id"]) == []
     log = db.session.get(Job, data["job_id"]).log
@@ -266,7 +264,13 @@ def test_deny_by_default_reports_restricted_and_the_canary_holds(admin_api, prob
     by_name = rows(data)
     egress = by_name["egress_available"]
     assert egress["ok"] is None and egress["reason"] == "egress_restricted_by_policy"
-    assert egress["message"].startswith("Restricted by policy")
+    # Issue 27 item 4: the advice names what is missing, by the form's label.
+    assert egress["message"] == (
+        "Restricted by policy: this config denies egress by default and its Allowed "
+        f"destinations name no host to try. To let sandboxes reach {DENIED} and {OPEN}, "
+        "add them to Allowed destinations.")
+    assert [(t["host"], t["allowed"], t["reachable"]) for t in egress["targets"]] == [
+        (f"{DENIED}:8080", False, False), (f"{OPEN}:8080", False, False)]
     canary = by_name["egress_denied_enforced"]
     assert canary["ok"] is True, canary
     assert f"{DENIED}:8080 is denied by the policy and blocked" in canary["message"]
@@ -284,10 +288,56 @@ def test_allowlisted_egress_works_and_the_denied_target_stays_blocked(admin_api,
 
         by_name = rows(data)
         assert by_name["egress_available"]["ok"] is True, (network, data["checks"])
-        assert by_name["egress_available"]["message"] == f"reachable via {OPEN}:8080"
+        assert by_name["egress_available"]["message"] == f"Reachable via {OPEN}:8080."
         canary = by_name["egress_denied_enforced"]
         assert canary["ok"] is True and DENIED in canary["message"], canary
         assert data["ok"] is True
+
+
+def test_the_allowed_destinations_are_probed_each_with_its_answer(admin_api, probe_world):
+    """Issue 27 item 4: deny by default with three allowed names (and a wildcard, which
+    names no host to try): each name is probed and shown reachable or not, in its own
+    case; one that does not answer is a warning, while the denied target stays blocked."""
+    allow = [OPEN_NAME, "*.wild.example", DOWN_NAME, OPEN]
+    config = create(admin_api, docker_doc(network={"deny_egress_by_default": True,
+                                                   "allow_out": allow}))
+
+    data = run(admin_api, config_id=config["id"], deep=True)
+
+    egress = rows(data)["egress_available"]
+    assert egress["ok"] is True and egress["reason"] == "", egress
+    down = egress["targets"][1]["detail"]  # refused upstream: how the gateway relays it
+    assert egress["message"] == (
+        f"Reachable via {OPEN_NAME}. Allowed but not reachable: {DOWN_NAME} ({down}): check "
+        "the name, and that it answers HTTPS.")
+    assert [(t["host"], t["allowed"], t["reachable"]) for t in egress["targets"]] == [
+        (OPEN_NAME, True, True), (DOWN_NAME, True, False),  # the names, as written
+        (f"{DENIED}:8080", False, False), (f"{OPEN}:8080", True, True)]  # the probe URLs
+    assert egress["targets"][0]["detail"] == "HTTP 200" and "HTTP" not in down
+    canary = rows(data)["egress_denied_enforced"]
+    assert canary["ok"] is True and DENIED in canary["message"], canary
+    assert data["ok"] is True
+
+
+def test_an_allowed_destination_that_never_answers_fails_the_check(app, admin_api,
+                                                                    probe_world):
+    """The issue's case: deny by default, one allowed name, unreachable. The check fails
+    (it said "Passed"), and its advice never suggests what the policy already allows."""
+    app.config["SANDBOX_EGRESS_PROBE_URLS"] = f"https://{DOWN_NAME}/,{DENIED_URL}"
+    config = create(admin_api, docker_doc(network={"deny_egress_by_default": True,
+                                                   "allow_out": [DOWN_NAME]}))
+
+    data = run(admin_api, config_id=config["id"], deep=True)
+
+    egress = rows(data)["egress_available"]
+    assert egress["ok"] is False and data["ok"] is False
+    down = egress["targets"][0]["detail"]
+    assert egress["message"] == (
+        f"No allowed destination answered: {DOWN_NAME} ({down}). Check each name, and that "
+        "it answers HTTPS.")
+    assert [(t["host"], t["allowed"], t["reachable"]) for t in egress["targets"]] == [
+        (DOWN_NAME, True, False), (f"{DENIED}:8080", False, False)]
+    assert "allow_out" not in str(data)
 
 
 def test_shallow_check_lists_the_canary_as_needing_a_deep_check(admin_api):

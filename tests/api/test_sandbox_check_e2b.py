@@ -66,7 +66,7 @@ def test_masked_key_keeps_the_stored_one_and_a_wrong_key_is_rejected(admin_api, 
     good = rows(kept.json["data"])
     assert good["api_url_reachable"]["ok"] and good["credential_valid"]["ok"]
     assert good["template_exists"] == {**good["template_exists"], "ok": True, "message":
-                                       f"template {fake.template_id} is in the catalog and ready"}
+                                       f"Template {fake.template_id} is in the catalog and ready."}
     assert kept.json["data"]["ok"] is True
     assert kept.json["data"]["capabilities"]["supports_pause_resume"] is True
     bad = rows(wrong.json["data"])
@@ -84,7 +84,7 @@ def test_an_unknown_template_fails_the_template_row(admin_api, fake):
 
     row = rows(data)["template_exists"]
     assert row["ok"] is False
-    assert row["message"] == "template no-such is not in the catalog: build it or pick another"
+    assert row["message"] == "Template no-such is not in the catalog: build it or pick another."
 
 
 def test_deep_check_through_the_provider_api(admin_api, fake):

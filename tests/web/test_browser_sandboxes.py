@@ -144,3 +144,59 @@ def test_the_editor_answers_would_this_be_allowed_as_you_type(tab, workspace, wi
     assert tab.locator(".drawer").count() == 1  # Enter asked; it did not save
     width_used = tab.evaluate("document.documentElement.scrollWidth")
     assert width_used <= width, width_used
+
+
+def _tabs_to(tab, name: str, limit: int = 60) -> int:
+    """How many Tab presses from the top of the page focus the element named `name`."""
+    tab.goto("/sandboxes")
+    for presses in range(1, limit + 1):
+        tab.keyboard.press("Tab")
+        focused = tab.evaluate("(document.activeElement.innerText || '').trim()")
+        if focused == name:
+            return presses
+    return limit + 1
+
+
+@pytest.mark.parametrize("width", [1440, 390])
+def test_the_header_adds_a_config_early_and_cards_show_their_last_check(tab, workspace,
+                                                                        width):
+    """Issue 27 item 12: 'New sandbox config' is a few Tabs in (the add card at the grid's
+    end took 26), and each card shows its last check's outcome and when."""
+    from datetime import timedelta
+
+    from app.extensions import db
+    from app.models import Job, JobStatus, SandboxConfig
+    from app.models.types import utcnow
+
+    e2b = db.session.query(SandboxConfig).filter_by(name="E2B production").one()
+    db.session.add(Job(id="0b5f3c2e-8f7a-4b61-9d2e-3a1c5e7f9b20", tenant_id=e2b.tenant_id,
+                       kind="sandbox_check", target_type="sandbox_config", target_id=e2b.id,
+                       status=JobStatus.succeeded, params={"provider": "e2b"}, log="",
+                       result={"ok": False, "provider": "e2b", "deep": False, "checks": [],
+                               "capabilities": {}},
+                       timeout_sec=60, created_at=utcnow() - timedelta(minutes=5)))
+    db.session.commit()
+    tab.set_viewport_size({"width": width, "height": 900})
+    sign_in(tab, workspace.admin.email)
+
+    header = _tabs_to(tab, "New sandbox config")
+    assert header < _tabs_to(tab, "Add sandbox config")
+    assert header <= 16, header  # past the sidebar; after "Skip to content", the first:
+    tab.goto("/sandboxes")
+    tab.keyboard.press("Tab")
+    tab.keyboard.press("Enter")
+    tab.keyboard.press("Tab")
+    assert tab.evaluate("document.activeElement.innerText.trim()") == "New sandbox config"
+    card = tab.locator(".sandbox-card", has_text="E2B production")
+    last = card.locator(".sandbox-check")
+    assert last.get_by_role("link", name="Check found problems").get_attribute("href") \
+        == "/sandboxes/checks/0b5f3c2e-8f7a-4b61-9d2e-3a1c5e7f9b20"
+    assert "5 min" in last.inner_text()
+    assert "Never checked" in tab.locator(".sandbox-card", has_text="Cube cluster") \
+        .locator(".sandbox-check").inner_text()
+    tab.mouse.move(0, 0)
+    shot(tab, f"sandboxes-header-{width}.png")
+    tab.get_by_role("link", name="New sandbox config").click()
+    tab.locator(".drawer").get_by_role("heading", name="Add sandbox config").wait_for()
+    width_used = tab.evaluate("document.documentElement.scrollWidth")
+    assert width_used <= width, width_used

@@ -72,13 +72,13 @@ def test_test_connection_polls_until_done_and_shows_the_rows(group, login_as):
     last = text(answers[-1])
     assert answers[-1].status_code == 286
     assert "Connection test" in last and "Passed" in last
-    for label in ("Control plane reachable", "Credentials accepted", "Template available"):
+    for label in ("Control plane reachable", "Engine access", "Template available"):
         assert label in last
     assert last.count('class="check-row is-ok"') == 3
     assert last.count('class="check-row is-skipped"') == 2
     assert "Runs in the deep check only" in last and " ms</span>" in last
     assert "needs_deep_check" not in last and "<details" in last  # words, collapsible
-    assert f"image {BASE_IMAGE} is on the engine" in last
+    assert f"Image {BASE_IMAGE} is on the engine." in last
 
 
 def test_an_edit_checks_unsaved_values_over_the_stored_config(group, login_as):
@@ -92,7 +92,7 @@ def test_an_edit_checks_unsaved_values_over_the_stored_config(group, login_as):
     first = post_form(client, "/sandboxes/check", form, htmx=True, token_from="/sandboxes")
 
     last = text(poll(client, first)[-1])
-    assert "image sandlot/sandbox:busybox is on the engine" in last
+    assert "Image sandlot/sandbox:busybox is on the engine." in last
     job = Job.query.filter_by(kind="sandbox_check").one()
     assert job.target_id == row.id and "stored-secret-value" not in str(job.params)
 
@@ -151,9 +151,63 @@ def test_another_kind_of_job_is_not_a_check(group, login_as):
 def test_without_htmx_the_check_is_a_page(group, login_as):
     client = login_as(group.admin, group.tenant)
     response = post_form(client, "/sandboxes/check", {**FORM, "deep": "0"}, token_from="/sandboxes")
-    assert response.status_code == 202
-    assert "<h1>Sandbox check</h1>" in text(response)
-    path = POLL.search(text(response)).group(1)
-    poll(client, client.get(path, headers={"HX-Request": "true"}))
+    assert response.status_code == 303  # to the check's page (issue 27 item 8)
+    path = response.headers["Location"]
+    page = client.get(path)
+    assert "<h1>Sandbox check</h1>" in text(page)
+    if "Passed" not in text(page):  # still running: the page reloads itself
+        assert '<meta http-equiv="refresh" content="2">' in text(page)
+        poll(client, client.get(path, headers={"HX-Request": "true"}))
     done = client.get(path)
     assert done.status_code == 200 and "Passed" in text(done)
+    assert 'http-equiv="refresh"' not in text(done)
+
+
+def stored_check(group, checks: list[dict], ok: bool) -> str:
+    """A finished check job as the worker leaves it; its id."""
+    import uuid
+
+    from app.extensions import db
+    from app.models import JobStatus
+
+    job = Job(id=str(uuid.uuid4()), tenant_id=group.tenant.id, kind="sandbox_check",
+              status=JobStatus.succeeded, params={"deep": True, "provider": "docker"}, log="",
+              timeout_sec=60, result={"ok": ok, "provider": "docker", "deep": True,
+                                      "checks": checks, "capabilities": {}})
+    db.session.add(job)
+    db.session.commit()
+    return job.id
+
+
+def egress_row(ok, reason: str, message: str, targets: list[tuple]) -> dict:
+    return {"name": "egress_available", "ok": ok, "reason": reason, "message": message,
+            "latency_ms": 40, "targets": [
+                {"host": h, "listed": listed, "allowed": allowed, "reachable": reachable,
+                 "detail": detail} for h, listed, allowed, reachable, detail in targets]}
+
+
+def test_a_blocked_egress_row_is_not_called_not_tried_and_lists_what_it_tried(group,
+                                                                               login_as):
+    """Issue 27 item 4: the row the policy blocked was greyed as "Not tried" while its
+    message listed what was tried."""
+    job_id = stored_check(group, [egress_row(
+        None, "egress_restricted_by_policy", "Restricted by policy: …",
+        [("PyPI.org", False, False, False, "name not resolved")])], ok=True)
+    page = text(login_as(group.admin, group.tenant).get(f"/sandboxes/checks/{job_id}"))
+
+    assert 'class="check-row is-blocked"' in page and "Not tried" not in page
+    assert "Blocked by the network policy" in page
+    assert "PyPI.org" in page and "Denied · blocked (name not resolved)" in page
+    assert ">Passed<" in page
+
+
+def test_an_allowed_destination_down_is_a_warning_in_the_verdict(group, login_as):
+    job_id = stored_check(group, [egress_row(
+        True, "", "Reachable via a.example. Allowed but not reachable: b.example (timed out)",
+        [("a.example", True, True, True, "HTTP 200"),
+         ("b.example", True, True, False, "timed out")])], ok=True)
+    page = text(login_as(group.admin, group.tenant).get(f"/sandboxes/checks/{job_id}"))
+
+    assert "Passed with a warning" in page and 'class="check-row is-warn"' in page
+    assert "Allowed · not reachable (timed out)" in page
+    assert '<details class="check-details" open>' in page  # something to read: open

@@ -142,7 +142,7 @@ def where(doc: dict[str, Any]) -> str:
     if doc["sandbox_type"] == "docker":
         return f"The Docker engine “{endpoints.engine_of(block)}”"
     name = "E2B" if doc["sandbox_type"] == "e2b" else "Cube"
-    return f"The {name} API ({'api_url' if block.get('api_url') else 'default endpoint'})"
+    return f"The {name} API ({'its API URL' if block.get('api_url') else 'default endpoint'})"
 
 
 def human(doc: dict[str, Any], exc: BaseException) -> str:
@@ -153,7 +153,7 @@ def human(doc: dict[str, Any], exc: BaseException) -> str:
     docker = doc["sandbox_type"] == "docker"
     if isinstance(exc, BackendUnavailable):
         hint = ("; ask the operator whether the engine is up" if docker
-                else "; check api_url and that it is reachable from this server")
+                else "; check the API URL and that it is reachable from this server")
         return opaque(exc, f"{where(doc)} could not be reached{hint}")
     if isinstance(exc, BackendAuthError):
         if docker:  # the engine's TLS files are the operator's
@@ -191,11 +191,11 @@ _DETAIL = re.compile(
 
 
 def conceal(doc: dict[str, Any] | None, text: str) -> str:
-    """`text` with the config's addresses named by field and any other address, port,
-    path or errno detail replaced by "(detail hidden)"."""
+    """`text` with the config's addresses named by their labels and any other address,
+    port, path or errno detail replaced by "(detail hidden)"."""
     block = (doc.get(doc["sandbox_type"]) or {}) if doc else {}
-    for name in ("api_url", "proxy_url"):
+    for name, label in (("api_url", "the API URL"), ("proxy_url", "the Proxy URL")):
         url = str(block.get(name) or "").strip().rstrip("/")
         if url:
-            text = text.replace(url, name)
+            text = text.replace(url, label)
     return _DETAIL.sub("(detail hidden)", text)

@@ -6,14 +6,15 @@ completes, until the job ends (status 286 stops the polling).
 
 from __future__ import annotations
 
-from flask import render_template, request
+from flask import redirect, render_template, request, url_for
 
 from app.auth.guards import guard
 from app.errors import NotFound, ValidationFailed
 from app.extensions import db, htmx
-from app.models import Job, Role
+from app.models import Job, Role, SandboxConfig
 from app.services.sandboxes import configs
 from app.services.sandboxes.check import job as sandbox_check
+from app.services.sandboxes.check.parts import RESTRICTED
 from app.tenancy import get_or_404, principal
 from app.web import bp
 from app.web.jobs import STOP_POLLING
@@ -29,6 +30,8 @@ LABELS = {
     "egress_available": "Outbound internet",
     "egress_denied_enforced": "Denied traffic blocked",
 }
+# A Docker engine takes no API key: its list call proves access, not credentials.
+DOCKER_LABELS = {**LABELS, "credential_valid": "Engine access"}
 
 # Why a row was skipped, as a sentence (the reason codes stay in the API and the job log).
 REASONS = {
@@ -36,7 +39,7 @@ REASONS = {
     "control_plane_unreachable": "Not tried: the control plane could not be reached",
     "sandbox_not_created": "Not tried: no sandbox could be created",
     "sandbox_exec_failed": "Not tried: the sandbox could not run a command",
-    "egress_restricted_by_policy": "Not tried: the network policy blocks outbound traffic",
+    "egress_restricted_by_policy": "Blocked by the network policy",
     "credentials_rejected": "Not tried: the credentials were refused",
     "template_not_set": "Not tried: no template is set",
     "not_supported": "This backend does not support it",
@@ -62,6 +65,8 @@ def start_sandbox_check():
     except ValidationFailed as err:
         db.session.rollback()
         return _render(None, 400, deep=deep, problems=err.errors)
+    if not htmx:  # a form post without JavaScript: the check's page, which reloads itself
+        return redirect(url_for("web.sandbox_check_result", check_id=job.id), 303)
     return _render(job, 202)
 
 
@@ -76,12 +81,43 @@ def sandbox_check_result(check_id):
 
 def _render(job: Job | None, status: int, deep: bool | None = None,
             problems: list[dict[str, str]] | None = None):
+    rows = [{**row, "state": state(row)} for row in sandbox_check.rows_of(job)] \
+        if job is not None else []
     context = {
-        "job": job, "problems": problems or [], "labels": LABELS, "reasons": REASONS,
-        "deep": bool(job.params.get("deep")) if job is not None else deep,
-        "rows": sandbox_check.rows_of(job) if job is not None else [],
+        "job": job, "problems": problems or [], "labels": _labels(job), "reasons": REASONS,
+        "deep": bool(job.params.get("deep")) if job is not None else deep, "rows": rows,
+        "warnings": sum(row["state"] == "warn" for row in rows),
     }
     page = "sandboxes/_check.html" if htmx else "sandboxes/check.html"
+    context["config"] = _checked_config(job)
+    context["back"] = url_for("web.edit_sandbox", config_id=context["config"].id) \
+        if context["config"] is not None else url_for("web.sandboxes")
     if not htmx and status == STOP_POLLING:
         status = 200  # a browser without htmx reads the page, not a polling signal
     return render_template(page, **context), status
+
+
+def _labels(job: Job | None) -> dict[str, str]:
+    params, result = (job.params or {}, job.result or {}) if job is not None else ({}, {})
+    provider = params.get("provider") or result.get("provider")
+    return DOCKER_LABELS if provider == "docker" else LABELS
+
+
+def state(row: dict) -> str:
+    """ok, warn (passed, but an allowed destination did not answer), failed, blocked (by
+    the config's own policy: tried, not skipped) or skipped."""
+    if row["ok"] is None:
+        return "blocked" if row["reason"] == RESTRICTED else "skipped"
+    if row["ok"] is False:
+        return "failed"
+    unreachable = [t for t in row.get("targets") or () if t["listed"] and not t["reachable"]]
+    return "warn" if unreachable else "ok"
+
+
+def _checked_config(job: Job | None) -> SandboxConfig | None:
+    """The stored config a check is about (the page's way back to its editor), if any."""
+    config_id = (job.params or {}).get("config_id") if job is not None else \
+        request.form.get("config_id")
+    row = db.session.get(SandboxConfig, config_id) if config_id else None
+    live = row is not None and row.deleted_at is None
+    return row if live and row.tenant_id == principal().tenant_id else None

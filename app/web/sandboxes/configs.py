@@ -19,7 +19,7 @@ from app.errors import AppError, BadRequest
 from app.extensions import db, htmx
 from app.models import Role, SandboxConfig
 from app.security import config_secrets, cursors
-from app.services import config_removal, paging
+from app.services import config_removal, dashboard, paging
 from app.services.sandboxes import configs as service
 from app.services.sandboxes import (
     document as sandbox_doc,
@@ -40,6 +40,14 @@ from app.web.sandboxes.form import (
 )
 
 KIND_LABELS = endpoints.BACKEND_LABELS
+# A config's last sandbox check, as its card and the dashboard show it.
+OUTCOME_LABELS = {
+    "passed": ("Check passed", "badge-ok"),
+    "problems": ("Check found problems", "badge-danger"),
+    "checking": ("Checking now", "badge-info"),
+    "unfinished": ("Check did not finish", "badge-warn"),
+    "never": ("Never checked", "badge-muted"),
+}
 PAGE_SIZE, FILTER_MAX = 50, 100  # cards per page (issue 15 item 7); filter text length
 # Reading the catalog is how an admin picks the template, so an empty template field
 # must not fail the document's required-field check for that one call.
@@ -155,7 +163,8 @@ def _list_context() -> dict[str, Any]:
             "next_url": link("after", page.rows[-1]) if more and page.rows else None,
             "prev_url": link("before", page.rows[0]) if start > 0 else None,
             "first_url": url_for("web.sandboxes", **here) if start > 0 else None,
-            "cards": [card(r) for r in page.rows]}
+            "cards": [card(r) for r in page.rows], "outcome_labels": OUTCOME_LABELS,
+            "checks": dashboard.last_checks(tenant, [r.id for r in page.rows])}
 
 
 def _cursor(scope: str, name: str) -> tuple | None:

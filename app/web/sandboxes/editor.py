@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from flask import current_app, render_template, request
+from flask import current_app, render_template, request, url_for
 
 from app.auth.guards import guard
 from app.errors import AppError, NotFound, ValidationFailed
@@ -230,9 +230,14 @@ def sandbox_form_templates():
     except AppError as err:
         error = err.message
     db.session.rollback()
-    return render_template("sandboxes/_templates.html", templates=templates, error=error,
-                           current=current, kind=kind,
-                           field=f"{kind}.{TEMPLATE_FIELD[kind]}")
+    context = {"templates": templates, "error": error, "current": current, "kind": kind,
+               "field": f"{kind}.{TEMPLATE_FIELD[kind]}"}
+    if not htmx:  # a form post without JavaScript (issue 27 item 8): a page of its own
+        back = url_for("web.edit_sandbox", config_id=row.id) if row else \
+            url_for("web.new_sandbox")
+        return render_template("sandboxes/catalog.html", row=row, back=back, page=True,
+                               **context)
+    return render_template("sandboxes/_templates.html", **context)
 
 
 @bp.post("/sandboxes/editor/explain")

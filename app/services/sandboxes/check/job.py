@@ -60,8 +60,9 @@ def start(tenant_id: int, actor_id: int | None, stored: SandboxConfig | None, ra
     """Validate now (a bad config is a 400, not a failed job), then enqueue the check.
     `may_reuse` (may the caller update the config?) travels with the job, which re-reads
     the request without a caller."""
-    prepare(stored, raw, deep, may_reuse)
+    doc = prepare(stored, raw, deep, may_reuse)
     params = {"config_id": stored.id if stored is not None else None, "deep": bool(deep),
+              "provider": doc["sandbox_type"],
               "sealed_config": seal(raw) if raw is not None else None,
               "may_reuse": bool(may_reuse)}
     return jobs.enqueue(JOB_KIND, tenant_id=tenant_id, actor_id=actor_id,

@@ -8,7 +8,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -54,6 +54,8 @@ class Check:
     message: str = ""
     reason: str = ""
     latency_ms: int = 0
+    # egress_available: each destination tried, {host, listed, allowed, reachable, detail}
+    targets: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -120,14 +122,14 @@ def without_template(doc: dict[str, Any]) -> dict[str, Any]:
 
 def template_problem(name: str, found: Any) -> str:
     if found is None:
-        return f"template {name} is not in the catalog: build it or pick another"
+        return f"Template {name} is not in the catalog: build it or pick another."
     if found.status in ("building", "pending"):
-        return f"template {name} is still {found.status}: try again when it is ready"
+        return f"Template {name} is still {found.status}: try again when it is ready."
     if found.status == "untagged":
         # Reference 5.4: a create resolves the `default` tag, so this one never boots.
-        return (f"template {name} was built without the `default` tag, so it will never "
-                "become ready: rebuild it")
-    return f"template {name} is {found.status}: rebuild it"
+        return (f"Template {name} was built without the `default` tag, so it will never "
+                "become ready: rebuild it.")
+    return f"Template {name} is {found.status}: rebuild it."
 
 
 def epoch(stamp: str | None) -> float:

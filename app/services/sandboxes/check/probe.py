@@ -21,6 +21,8 @@ from app.services.sandboxes.targets import Target, TargetError
 
 TIMEOUT_SEC = 8  # per target, as the reference's `curl -m 8`
 NO_TOOL = "SANDLOT_NO_PROBE_TOOL"
+ALLOWED_PROBES = 3  # names from Allowed destinations a deep check tries
+PROXY_REFUSALS = (403, 407)  # how an egress proxy answers for a host it will not reach
 
 # Runs inside the sandbox: argv = timeout, url... -> one JSON line, a result per url.
 PYTHON = r"""
@@ -109,6 +111,12 @@ class Probe:
     def reached(self) -> bool:
         """An HTTP answer below 400, as `curl -f` counts success."""
         return self.status is not None and self.status < 400
+
+    @property
+    def answered(self) -> bool:
+        """The host itself answered HTTP, whatever the status (an API's root may be a 404),
+        unless it is how an egress proxy refuses."""
+        return self.status is not None and self.status not in PROXY_REFUSALS
 
     def describe(self) -> str:
         if self.status is not None:
@@ -256,25 +264,90 @@ def denied_target(doc: dict[str, Any], urls: list[str]) -> str | None:
     return None
 
 
+def allowed_urls(doc: dict[str, Any], urls: list[str]) -> list[str]:
+    """What the deep check tries of the policy's own Allowed destinations: the first
+    ALLOWED_PROBES names (a wildcard names no host; addresses carry no port to try), as
+    written, over HTTPS, or the probe URL of the same host when there is one."""
+    if no_network(doc):
+        return []
+    found: list[str] = []
+    for entry in (doc.get("network") or {}).get("allow_out") or []:
+        name = str(entry).strip().rstrip(".")
+        try:
+            target = targets.classify(name, wildcard_ok=True)
+        except TargetError:
+            continue
+        if target.kind != "domain" or target.wildcard:
+            continue
+        same = next((u for u in urls if urlsplit(u).hostname == target.key), None)
+        url = same or f"https://{name}/"
+        if url not in found:
+            found.append(url)
+        if len(found) == ALLOWED_PROBES:
+            break
+    return found
+
+
 # -- verdicts ------------------------------------------------------------------------------
 
-def egress_verdict(doc: dict[str, Any], probes: list[Probe]) -> tuple[bool | None, str, bool]:
-    """(ok, message, restricted) for egress_available: the first probe target that answers
-    proves egress; when none does and the policy is why, it is "restricted", not failed."""
-    hit = next((p for p in probes if p.reached), None)
+@dataclass(frozen=True)
+class Verdict:
+    """egress_available: ok (None: restricted by policy), its message, and each target
+    (`listed`: one of the config's Allowed destinations, where no answer is a warning)."""
+
+    ok: bool | None
+    message: str
+    targets: list[dict[str, Any]]
+
+
+def egress_verdict(doc: dict[str, Any], allowed: list[Probe], probes: list[Probe]) -> Verdict:
+    """The policy's allowed destinations must answer (one that does not is a warning, all
+    of them a failure); otherwise the first probe target that answers proves egress, and
+    when none does because the policy denies them it is "restricted", not failed."""
+    shown = [{"host": p.label, "listed": True, "allowed": True, "reachable": p.answered,
+              "detail": p.describe()} for p in allowed]
+    shown += [{"host": p.label, "listed": False, "allowed": not denies(doc, p.url),
+               "reachable": p.reached, "detail": p.describe()} for p in probes]
+    hit = next((p for p in allowed if p.answered), None) or next(
+        (p for p in probes if p.reached), None)
+    down = ", ".join(f"{p.label} ({p.describe()})" for p in allowed if not p.answered)
     if hit is not None:
-        return True, f"reachable via {hit.label}", False
-    tried = "; ".join(f"{p.label}: {p.describe()}" for p in probes)
+        message = f"Reachable via {hit.label}."
+        if down:
+            message += (f" Allowed but not reachable: {down}: check the name, and that it "
+                        "answers HTTPS.")
+        return Verdict(True, message, shown)
+    if down:
+        return Verdict(False, f"No allowed destination answered: {down}. Check each name, "
+                       "and that it answers HTTPS.", shown)
     if no_network(doc):
-        why = "the sandbox has no network (network_mode none)"
+        why = "the sandbox has no network (Network mode: none)."
     elif restricted(doc):
-        why = "this config's network policy denies egress by default"
+        why = ("this config denies egress by default and its Allowed destinations name no "
+               "host to try.")
     elif probes and all(denies(doc, p.url) for p in probes):
-        why = "the policy denies every probe target"
+        why = "the policy denies every probe target."
     else:
-        return False, f"No probe target answered ({tried}).", False
-    return None, (f"Restricted by policy: {why}; skill installs need their registries in "
-                  f"allow_out (tried {tried})."), True
+        tried = "; ".join(f"{p.label}: {p.describe()}" for p in probes)
+        return Verdict(False, f"No probe target answered ({tried}).", shown)
+    return Verdict(None, f"Restricted by policy: {why}{advice(doc, probes)}", shown)
+
+
+def advice(doc: dict[str, Any], probes: list[Probe]) -> str:
+    """What to add for the probe targets to be reachable: only hosts the policy denies
+    (never one it already allows), by the form's label."""
+    if no_network(doc):
+        return ""
+    hosts: list[str] = []
+    for p in probes:
+        host = urlsplit(p.url).hostname or p.label
+        if denies(doc, p.url) and host not in hosts:
+            hosts.append(host)
+    if not hosts:
+        return ""
+    names = hosts[0] if len(hosts) == 1 else ", ".join(hosts[:-1]) + " and " + hosts[-1]
+    them = "it" if len(hosts) == 1 else "them"
+    return f" To let sandboxes reach {names}, add {them} to Allowed destinations."
 
 
 def canary_verdict(result: Probe) -> tuple[bool, str]:

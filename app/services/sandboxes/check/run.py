@@ -23,7 +23,7 @@ from app.backends.base import (
     Unsupported,
 )
 from app.services.job_limits import CHECK_BUDGET_SEC, CHECK_CLEANUP_SEC, OutOfBudget, bounded
-from app.services.sandboxes import document, egress_daemons
+from app.services.sandboxes import document, egress_daemons, endpoints
 from app.services.sandboxes.check import probe
 from app.services.sandboxes.check.parts import (
     API_URL,
@@ -206,7 +206,7 @@ class Run:
             finally:
                 plain.close()
         if isinstance(error, BackendAuthError):  # it answered, and refused us
-            self.add(Check(API_URL, True, f"{where(self.doc)} answered", latency_ms=latency))
+            self.add(Check(API_URL, True, f"{where(self.doc)} answered.", latency_ms=latency))
             self.add(Check(CREDENTIAL, False, human(self.doc, error), latency_ms=latency))
             self.skip(CREDENTIALS_REJECTED, "Not checked: the credentials were rejected.",
                       TEMPLATE, EXEC, EGRESS, CANARY)
@@ -216,7 +216,7 @@ class Run:
             self.skip(UNREACHABLE, "Not checked: the control plane is not reachable.",
                       CREDENTIAL, TEMPLATE, EXEC, EGRESS, CANARY)
             return False
-        self.add(Check(API_URL, True, f"{where(self.doc)} answered in {latency} ms",
+        self.add(Check(API_URL, True, f"{where(self.doc)} answered in {latency} ms.",
                        latency_ms=latency))
         return True
 
@@ -231,10 +231,17 @@ class Run:
                       "Not checked: the authenticated call failed.", TEMPLATE, EXEC, EGRESS,
                       CANARY)
             return False
-        what = "the engine" if self.kind == "docker" else "the API"
-        self.add(Check(CREDENTIAL, True, f"{what} accepted an authenticated list call",
-                       latency_ms=latency))
+        self.add(Check(CREDENTIAL, True, self.access_granted(), latency_ms=latency))
         return True
+
+    def access_granted(self) -> str:
+        """What the list call proved, in plain words: a local engine takes no credentials."""
+        if self.kind != "docker":
+            return "The API accepted the API key (it listed sandboxes)."
+        engine = endpoints.engine(endpoints.engine_of(self.doc.get("docker") or {}))
+        if engine is not None and engine.tls_dir:
+            return "The engine accepted this server's TLS certificate (it listed containers)."
+        return "The engine listed its containers; a local engine needs no credentials."
 
     def template(self, backend: Backend) -> bool:
         """Docker: the image is on the engine; E2B/Cube: the catalog has it, ready."""
@@ -246,7 +253,7 @@ class Run:
             return False
         if self.kind == "docker":  # health() with the image set: ping + inspect the image
             _, error, latency = self.attempt(backend.health)
-            message = f"image {name} is on the engine"
+            message = f"Image {name} is on the engine."
         else:
             templates, error, latency = self.attempt(backend.list_templates)
             found = next((t for t in templates or () if name in (t.id, t.name)), None)
@@ -254,7 +261,7 @@ class Run:
                 self.add(Check(TEMPLATE, False, template_problem(name, found),
                                latency_ms=latency))
                 return False
-            message = f"template {name} is in the catalog and ready"
+            message = f"Template {name} is in the catalog and ready."
         if error is not None:
             return self.failed(TEMPLATE, error, latency).reason == NOT_SUPPORTED
         self.add(Check(TEMPLATE, True, message, latency_ms=latency))
@@ -292,8 +299,8 @@ class Run:
             self.failed(EXEC, error, latency, None if isinstance(error, OutOfBudget) else message)
             return False
         if result.exit_code == 0 and EXEC_MARK in result.stdout:
-            self.add(Check(EXEC, True, f"created a sandbox in {created_ms} ms and ran "
-                           f"`echo {EXEC_MARK}` in it (exit 0)", latency_ms=latency))
+            self.add(Check(EXEC, True, f"Created a sandbox in {created_ms} ms and ran "
+                           f"`echo {EXEC_MARK}` in it (exit 0).", latency_ms=latency))
             return True
         first = (result.stderr.strip().splitlines() or [""])[0][:200]
         self.add(Check(EXEC, False, f"`echo {EXEC_MARK}` exited {result.exit_code}"
@@ -303,7 +310,9 @@ class Run:
     def egress(self, backend: Backend, sandbox_id: str) -> None:
         """One exec probes every URL and the canary target at once."""
         target = probe.denied_target(self.doc, self.urls) if self.canary else None
-        urls = [*self.urls, *([target] if target and target not in self.urls else [])]
+        allowed = probe.allowed_urls(self.doc, self.urls)
+        general = [u for u in self.urls if u not in allowed]
+        urls = list(dict.fromkeys([*allowed, *general, *([target] if target else [])]))
         if not urls:
             self.add(Check(EGRESS, None, "No probe URLs are configured "
                            "(SANDBOX_EGRESS_PROBE_URLS).", NOT_SUPPORTED))
@@ -322,9 +331,10 @@ class Run:
             self.canary_row(None, latency, "Not run: nothing to probe with.", NOT_SUPPORTED)
         else:
             by_url = {p.url: p for p in probes}
-            ok, message, restricted = probe.egress_verdict(
-                self.doc, [by_url[u] for u in self.urls if u in by_url])
-            self.add(Check(EGRESS, ok, message, RESTRICTED if restricted else "", latency))
+            verdict = probe.egress_verdict(self.doc, [by_url[u] for u in allowed if u in by_url],
+                                           [by_url[u] for u in general if u in by_url])
+            self.add(Check(EGRESS, verdict.ok, verdict.message,
+                           RESTRICTED if verdict.ok is None else "", latency, verdict.targets))
             self.canary_row(by_url.get(target) if target else None, latency)
 
     def canary_row(self, result: probe.Probe | None, latency: int, message: str = "",
@@ -364,6 +374,6 @@ class Run:
             return message
         found = next((t for t in templates if name in (t.id, t.name)), None)
         if found is not None and found.status == "ready":
-            return (f"template {name} is in the catalog but the API did not find it: it may "
-                    "belong to another team than this key's")
+            return (f"Template {name} is in the catalog but the API did not find it: it may "
+                    "belong to another team than this key's.")
         return template_problem(name, found)
