@@ -125,7 +125,7 @@ def test_the_editor_answers_would_this_be_allowed_as_you_type(tab, workspace, wi
     ask = drawer.get_by_label("Host or IPv4 address")
     ask.fill("api.github.com")
     answer = drawer.locator("#explain-result")
-    answer.get_by_text("api.github.com matches *.github.com in allow_out.").wait_for()
+    answer.get_by_text("api.github.com matches *.github.com in Allowed destinations.").wait_for()
     assert "allow_out[2] *.github.com" in answer.inner_text()
     ask.press("Enter")  # asks; never saves the config
     ask.fill("github.com")

@@ -93,12 +93,13 @@ class Policy:
 
     def _default(self) -> Verdict:
         if self.network.get("deny_egress_by_default"):
-            return Verdict(False, "default deny", "deny_egress_by_default is on and no "
-                           "allow_out entry names it.")
+            return Verdict(False, "default deny", "“Deny egress by default” is on and no "
+                           "entry of Allowed destinations names it.")
         for index, raw, target in self.deny:
             if target.is_deny_all:
-                return Verdict(False, f"deny_out[{index}] {raw}", f"{raw} in deny_out denies "
-                               "every destination allow_out does not name.")
+                return Verdict(False, f"deny_out[{index}] {raw}", f"{raw} in Denied destinations "
+                               "denies every destination that Allowed destinations does not "
+                               "name.")
         return Verdict(True, "default allow", "Egress is open by default and no rule "
                        "denies it.")
 
@@ -115,16 +116,16 @@ class Policy:
                 continue
             network = ipaddress.IPv4Network(target.key)
             if ip in network and (special is None or special_ranges.opens_by_naming(network)):
-                return Verdict(True, f"allow_out[{index}] {raw}", f"{raw} in allow_out "
-                               f"allows {address}.")
+                return Verdict(True, f"allow_out[{index}] {raw}", f"{raw} in Allowed "
+                               f"destinations allows {address}.")
         if special is not None:
             return Verdict(False, f"built-in: {special.name}", f"{address} is {special.name}: "
-                           "it opens only where allow_out names it (an address or a range "
-                           "inside it), never through a broad range or a name.")
+                           "it opens only where Allowed destinations names it (an address or a "
+                           "range inside it), never through a broad range or a name.")
         for index, raw, target in self.deny:
             if ip in ipaddress.IPv4Network(target.key) and not target.is_deny_all:
-                return Verdict(False, f"deny_out[{index}] {raw}", f"{raw} in deny_out denies "
-                               f"{address}.")
+                return Verdict(False, f"deny_out[{index}] {raw}", f"{raw} in Denied destinations "
+                               f"denies {address}.")
         return self._default()
 
     def cube_rule(self, name: str) -> Verdict | None:
@@ -151,12 +152,12 @@ class Policy:
         for index, raw, target in self.allow:
             if target.kind == "domain" and _name_matches(name, target):
                 return Verdict(True, f"allow_out[{index}] {raw}", f"{name} matches {raw} in "
-                               "allow_out.")
+                               "Allowed destinations.")
         if self.deny_all:
             verdict = self._default()
             how = (" The sandbox's resolver does not even resolve it."
                    if self.backend == "docker" else "")
-            return Verdict(False, verdict.rule, f"{name} is not in allow_out, and "
+            return Verdict(False, verdict.rule, f"{name} is not in Allowed destinations, and "
                            f"{verdict.reason[0].lower()}{verdict.reason[1:]}{how}")
         return None
 
@@ -217,7 +218,7 @@ def explain(doc: dict[str, Any], host: Any, port: Any = None) -> dict[str, Any]:
         for entry in by_address:
             if entry["range"] is None:
                 entry.update(Verdict(True, decided.rule, f"{entry['address']} is an answer "
-                                     f"for {name}, which allow_out allows.").as_dict())
+                                     f"for {name}, which Allowed destinations allows.").as_dict())
         if not reachable:
             return {**answer, "verdict": "denied", "rule": by_address[0]["rule"],
                     "reason": f"{name} is allowed, but every address it has now is a "

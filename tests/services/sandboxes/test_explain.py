@@ -5,6 +5,7 @@ engine: the cases below mirror them)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -114,6 +115,8 @@ def test_the_verdict_and_the_deciding_rule(doc, host, verdict, rule):
     answer = explain(doc, host, 443)
     assert (answer["verdict"], answer["rule"]) == (verdict, rule), answer
     assert answer["reason"].endswith(".") and answer["port"] == 443
+    # People read the reason: the form's labels, never the document's keys (issue 27.4).
+    assert not re.search(r"allow_out|deny_out|deny_egress_by_default", answer["reason"])
 
 
 def test_the_answer_carries_the_addresses_with_their_own_verdicts():
