@@ -68,8 +68,10 @@ def test_the_invite_form_offers_roles_that_differ_and_says_what_they_do(browse, 
 def test_placeholders_read_as_examples(browse, world, viewport, size):  # noqa: F811
     page = browse(viewport)
     sign_in(page, world.admin.email)
-    for path in ("/egress", "/personal-variables"):
+    for path in ("/egress", "/personal-variables", "/sandboxes/new?backend=docker",
+                 "/sandboxes/new?backend=e2b", "/sandboxes/new?backend=cube"):
         page.goto(path)
-        for text in placeholders(page):
-            assert text.startswith(("e.g. ", "Search ", "Filter ", "Why ", "New value")), \
-                (path, text)
+        for text in filter(None, placeholders(page)):  # an empty one shows nothing
+            assert text.startswith(("e.g. ", "Search ", "Filter ", "Why ", "New value",
+                                    "default ", "deployment default", "an image",
+                                    "template id", "runc (default)")), (path, text)
