@@ -224,6 +224,24 @@ def causes(exc: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
+class Terminal(Protocol):
+    """An interactive shell on a pseudo-terminal in a sandbox (issue 26): what the web
+    terminal relays. Reads and writes may come from two threads at once."""
+
+    def read(self, timeout: float) -> bytes | None:
+        """The shell's next output; None when nothing came within `timeout` seconds, b""
+        once the shell has ended (and for ever after)."""
+
+    def write(self, data: bytes) -> None:
+        """Keystrokes, as the terminal sends them (b"\\x03" is Ctrl-C)."""
+
+    def resize(self, cols: int, rows: int) -> None: ...
+
+    def close(self) -> None:
+        """End the shell and everything it started, and free what the relay holds;
+        idempotent, and safe while another thread is in `read`."""
+
+
 @runtime_checkable
 class Backend(Protocol):
     """One provider client, bound to one config's connection settings."""
@@ -299,6 +317,12 @@ class Backend(Protocol):
     def apply_network_policy(self, sandbox_id: str, policy: ResolvedNetworkPolicy) -> bool:
         """Optional (capabilities.egress_rules): enforce a changed policy on a running
         sandbox; False when it has no policed network of its own. Unsupported otherwise."""
+
+    def open_terminal(self, sandbox_id: str, *, user: str | None = None,
+                      cwd: str | None = None, env: dict[str, str] | None = None,
+                      cols: int = 80, rows: int = 24) -> Terminal:
+        """An interactive login shell on a PTY of `cols` x `rows`, as `user` (the
+        sandbox user by default) in `cwd` (/workspace by default) with `env` added."""
 
     def close(self) -> None:
         """Release connections; the backend is not used afterwards."""
