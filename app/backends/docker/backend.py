@@ -53,6 +53,7 @@ from app.backends.docker import disk as docker_disk
 from app.backends.docker import io as docker_io
 from app.backends.docker.carry import DockerCarry
 from app.backends.docker.commands import DockerCommands
+from app.backends.docker.terminal import DockerTerminal
 from app.backends.docker.egress import manager as egress
 from app.backends.docker.files import DockerFiles
 from app.backends.docker.images import DockerImages
@@ -79,7 +80,7 @@ def _discard_disk(job: Future) -> None:
     docker_disk.release(disk.disk_id if disk else None)
 
 
-class DockerBackend(DockerCommands, DockerFiles, DockerImages, DockerCarry):
+class DockerBackend(DockerCommands, DockerFiles, DockerImages, DockerCarry, DockerTerminal):
     """The sandbox protocol on a Docker engine (local unix socket or tcp+TLS)."""
 
     provider = "docker"
