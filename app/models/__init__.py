@@ -20,8 +20,8 @@ from app.models.skill_image import (
     SnapshotState,
     SnapshotTrigger,
 )
-from app.models.terminal import OpenTerminal, TerminalTicket
 from app.models.tenant import ROLE_ORDER, Membership, Role, Tenant
+from app.models.terminal import OpenTerminal, TerminalTicket
 from app.models.user import User
 
 __all__ = [

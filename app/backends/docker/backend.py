@@ -53,11 +53,11 @@ from app.backends.docker import disk as docker_disk
 from app.backends.docker import io as docker_io
 from app.backends.docker.carry import DockerCarry
 from app.backends.docker.commands import DockerCommands
-from app.backends.docker.terminal import DockerTerminal
 from app.backends.docker.egress import manager as egress
 from app.backends.docker.files import DockerFiles
 from app.backends.docker.images import DockerImages
 from app.backends.docker.io import DockerSettings
+from app.backends.docker.terminal import DockerTerminal
 from app.backends.sandbox_paths import is_ours as _ours
 
 # A running container seen this recently (inspected, or an exec created in it) is trusted
