@@ -1,4 +1,5 @@
-"""web terminals' one-time tickets; capacity holds (open terminals, file transfers)
+"""web terminals' one-time tickets; capacity holds (open terminals, file transfers); the
+files a run left in /workspace/output
 
 Revision ID: a4d7e2c9f1b3
 Revises: f2a8c6e4d1b9
@@ -50,9 +51,13 @@ def upgrade():
     )
     op.create_index('ix_capacity_holds_tenant_id', 'capacity_holds', ['tenant_id'])
     op.create_index('ix_capacity_holds_session_id', 'capacity_holds', ['session_id'])
+    with op.batch_alter_table('exec_runs') as batch:
+        batch.add_column(sa.Column('new_output_files', sa.Integer(), nullable=True))
 
 
 def downgrade():
+    with op.batch_alter_table('exec_runs') as batch:
+        batch.drop_column('new_output_files')
     op.drop_table('capacity_holds')
     op.drop_index('ix_terminal_tickets_expires_at', table_name='terminal_tickets')
     op.drop_index('ix_terminal_tickets_session_id', table_name='terminal_tickets')
