@@ -149,6 +149,11 @@ class BaseConfig:
     TERMINALS_MAX = _int("TERMINALS_MAX", 24)
     TERMINALS_PER_MEMBER = _int("TERMINALS_PER_MEMBER", 10)
     TERMINALS_PER_WORKSPACE = _int("TERMINALS_PER_WORKSPACE", 24)
+    # Command runs: threads of one process (RUNS_MAX: 503 past it), and runs at once of a
+    # member and of a workspace, counted across processes (429 past them).
+    RUNS_MAX = _int("RUNS_MAX", 128)
+    RUNS_PER_MEMBER = _int("RUNS_PER_MEMBER", 32)
+    RUNS_PER_TENANT_MAX = _int("RUNS_PER_TENANT_MAX", 64)
     # Uploads and downloads of a session's files running at once (each holds a thread and
     # up to 64 MiB of memory), counted across processes.
     FILE_TRANSFERS_PER_MEMBER = _int("FILE_TRANSFERS_PER_MEMBER", 2)

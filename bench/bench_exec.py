@@ -70,7 +70,8 @@ def served_app():
     from app import create_app
 
     # bench_runs raises the run pool's caps to hold 200 commands at once
-    caps = {name: int(os.environ[f"BENCH_{name}"]) for name in ("RUNS_MAX", "RUNS_PER_TENANT_MAX")
+    caps = {name: int(os.environ[f"BENCH_{name}"])
+            for name in ("RUNS_MAX", "RUNS_PER_TENANT_MAX", "RUNS_PER_MEMBER")
             if os.environ.get(f"BENCH_{name}")}
     return create_app({"ENV": "production", "SECRET_KEY": SECRET_KEY,
                        "SECRETS_KEYS": [SECRETS_KEY],

@@ -110,7 +110,8 @@ def report(results: dict[int, dict]) -> str:
 def main() -> None:
     os.environ["SANDBOX_EGRESS_STATE_DIR"] = tempfile.mkdtemp(prefix="sandlot-bench-egress-")
     os.environ.setdefault("SANDBOX_DNS_UPSTREAM", "127.0.0.1:9")
-    os.environ["BENCH_RUNS_MAX"] = os.environ["BENCH_RUNS_PER_TENANT_MAX"] = str(CAP)
+    for cap in ("RUNS_MAX", "RUNS_PER_TENANT_MAX", "RUNS_PER_MEMBER"):
+        os.environ[f"BENCH_{cap}"] = str(CAP)
     with sqlite_database() as url:
         token = seed(url)
         server, base = serve(url)

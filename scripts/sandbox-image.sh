@@ -4,9 +4,10 @@
 #   scripts/sandbox-image.sh [base|busybox|all]   (default: all)
 #
 #   sandlot/sandbox:base     Debian minbase (bookworm) + python3, python3-venv (the skill
-#                            installer's `python3 -m venv` needs ensurepip) and
-#                            ca-certificates, from debootstrap against the Debian mirror
-#                            apt uses on this machine
+#                            installer's `python3 -m venv` needs ensurepip),
+#                            ca-certificates, and for the web terminal procps (top, ps),
+#                            vim-tiny (vim) and less, from debootstrap against the Debian
+#                            mirror apt uses on this machine
 #   sandlot/sandbox:busybox  a ~1 MB busybox-static rootfs for fast tests
 #
 # Both have a non-root user `sandbox` (uid/gid 1000, home /home/sandbox) and /workspace
@@ -37,7 +38,7 @@ BASE_IMAGE=sandlot/sandbox:base
 BUSYBOX_IMAGE=sandlot/sandbox:busybox
 # Bump when the rootfs recipe below changes: images and tarballs of another recipe
 # are rebuilt.
-RECIPE=4
+RECIPE=5
 SANDBOX_UID=1000
 PATH_ENV=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
@@ -138,13 +139,16 @@ build_base_rootfs() {
     rm -rf "$root"
     mkdir -p "$root"
     log "debootstrap --variant=minbase $SUITE from $mirror (log: $IMAGES_DIR/debootstrap.log)"
-    if ! debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
+    if ! debootstrap --variant=minbase \
+        --include=python3,python3-venv,ca-certificates,procps,vim-tiny,less \
         "$SUITE" "$root" "$mirror" >"$IMAGES_DIR/debootstrap.log" 2>&1; then
         tail -n 30 "$IMAGES_DIR/debootstrap.log" >&2
         [ -f "$root/debootstrap/debootstrap.log" ] && tail -n 30 "$root/debootstrap/debootstrap.log" >&2
         die "debootstrap failed"
     fi
     add_sandbox_user "$root" /bin/bash
+    # The terminal's `vim` (vim-tiny names itself vim.tiny and vi).
+    [ -e "$root/usr/bin/vim" ] || ln -s vim.tiny "$root/usr/bin/vim"
     # Smaller image: package caches and lists are not needed to run commands.
     rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/cache/apt/*.bin \
         "$root"/var/lib/apt/lists/* "$root"/var/log/*.log "$root"/debootstrap

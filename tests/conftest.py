@@ -22,6 +22,7 @@ from app import create_app
 from app.extensions import db
 from app.models import Job, Role, SandboxSession, Tenant, User
 from app.security import tokens
+from app.services import capacity
 from app.services.identity import login_sessions
 from app.services.sessions import lifecycle as sessions
 from app.services.sessions import runs
@@ -178,11 +179,22 @@ def settle_and_wipe(app, built_apps, cleanup_state) -> None:
         snapshot_guard.release_test_snapshots()
     finally:
         wipe(app)
+        forget_capacity(built_apps)
     cleanup_state["dirty"] = False
     if stragglers:
         pytest.fail("work still running after the test ended: "
                     f"{', '.join(stragglers.values())}; a test must wait for what it starts",
                     pytrace=False)
+
+
+def forget_capacity(built_apps) -> None:
+    """No lease of a test's terminals, streams or runs counts in the next (ids restart)."""
+    for built in {a.config.get("REDIS_URL") or "": a for a in built_apps}.values():
+        with built.app_context():
+            try:
+                capacity.forget_all()
+            except Exception:  # noqa: BLE001 - a test's deliberately unreachable Redis
+                pass
 
 
 def end_sessions() -> None:

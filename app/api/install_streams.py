@@ -7,7 +7,6 @@ before the response starts; closing the response only drops the subscription.
 from __future__ import annotations
 
 import threading
-from collections import Counter
 
 from flask import Response, current_app, stream_with_context
 
@@ -17,66 +16,49 @@ from app.api.installed_skills import ONE, installed_skill
 from app.auth.guards import FULL_ACCESS, guard
 from app.errors import Unavailable
 from app.models import Role
-from app.services import wakeups
-from app.services.quotas import OverQuota
+from app.services import capacity, wakeups
 from app.services.skills.installs import stream
 from app.tenancy import current_tenant, principal
 
 
 class StreamSlots:
     """Open streams of one app in this process: at most SKILL_STREAMS_MAX in all (its open
-    web terminals included: they hold threads too), and of
-    those at most STREAMS_PER_WORKSPACE for one workspace and STREAMS_PER_MEMBER for one
-    member (issue 22 item 5), read at each open. What a stream holds is a thread of this
-    process, so this process's count is the one that matters."""
+    web terminals included: they hold threads too). What a stream holds is a thread of
+    this process, so this process's count is the one that matters here; a member's and a
+    workspace's shares (STREAMS_PER_MEMBER, STREAMS_PER_WORKSPACE, issue 22 item 5) are
+    counted across processes (app.services.capacity)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.open = 0
-        self.held: Counter[tuple] = Counter()
 
-    def take(self, workspace: int, member: str) -> Slot:
-        cfg = current_app.config
-        keys = (("streams_per_workspace", int(cfg["STREAMS_PER_WORKSPACE"]),
-                 ("w", workspace)),
-                ("streams_per_member", int(cfg["STREAMS_PER_MEMBER"]),
-                 ("m", workspace, member)))
+    def take(self) -> None:
         with self._lock:
             terminals = current_app.extensions.get("terminal_slots")
             held = self.open + (terminals.open if terminals is not None else 0)
-            if held >= int(cfg["SKILL_STREAMS_MAX"]):
+            if held >= int(current_app.config["SKILL_STREAMS_MAX"]):
                 raise Unavailable("Too many open event streams on this server; poll the "
                                   "skill or retry shortly.")
-            for quota, limit, key in reversed(keys):  # the member's own share first
-                if self.held[key] >= limit:
-                    raise OverQuota.of(quota, limit, self.held[key], (
-                        f"This is past the {limit} live views a "
-                        f"{'member' if key[0] == 'm' else 'workspace'} may keep open on "
-                        "this server; close one (another tab or script), or poll instead."))
             self.open += 1
-            for _, _, key in keys:
-                self.held[key] += 1
-        return Slot(self, [key for _, _, key in keys])
 
-    def _release(self, keys: list[tuple]) -> None:
+    def release(self) -> None:
         with self._lock:
             self.open -= 1
-            for key in keys:
-                self.held[key] -= 1
-                if not self.held[key]:
-                    del self.held[key]
 
 
 class Slot:
-    """One open stream's place; release it exactly once, when the response closes."""
+    """One open stream's place; release it exactly once, when the response closes (the
+    server may call that after the request's context is gone: it brings its own)."""
 
-    def __init__(self, slots: StreamSlots, keys: list[tuple]) -> None:
-        self._slots, self._keys = slots, keys
+    def __init__(self, app, slots: StreamSlots, hold_id: str) -> None:
+        self._app, self._slots, self._hold = app, slots, hold_id
 
     def release(self) -> None:
-        keys, self._keys = self._keys, None
-        if keys is not None:
-            self._slots._release(keys)
+        hold, self._hold = self._hold, None
+        if hold is not None:
+            self._slots.release()
+            with self._app.app_context():
+                capacity.release(hold)
 
 
 def stream_slot() -> Slot:
@@ -84,8 +66,26 @@ def stream_slot() -> Slot:
     server thread, nor one member or workspace all of them."""
     app = current_app._get_current_object()
     slots = app.extensions.setdefault("skill_stream_slots", StreamSlots())
-    who = principal()
-    return slots.take(who.tenant_id, who.actor_label)
+    slots.take()
+    who, cfg = principal(), app.config
+    try:
+        hold = capacity.admit(
+            capacity.Use("stream", who.tenant_id, holder(who)),
+            (capacity.Limit("streams_per_member", "member", int(cfg["STREAMS_PER_MEMBER"])),
+             capacity.Limit("streams_per_workspace", "workspace",
+                            int(cfg["STREAMS_PER_WORKSPACE"]))),
+            "live views", "close one (another tab or script), or poll instead.")
+    except BaseException:
+        slots.release()
+        raise
+    return Slot(app, slots, hold)
+
+
+def holder(who) -> str:
+    """Whom a capacity hold counts against: the member, or the API key itself."""
+    if who.api_key is not None:
+        return f"api-key:{who.api_key.prefix}"
+    return f"user:{who.user.id}"
 
 
 def _event_stream(skill_id: str, body) -> Response:

@@ -1,28 +1,39 @@
-"""Shared capacity held for a while, counted across processes (issue 26): open web
-terminals, file transfers of a session's sandbox.
+"""Shared capacity held for a while, counted across processes (decisions 17; issue 26,
+issue 28 item 1): open web terminals, event streams, command runs, file transfers.
 
-Each use is a `capacity_holds` row for as long as it lasts; every process counts the same
-rows. A long use refreshes its row (`refresh`); a row not refreshed for STALE_SEC (its
-process died) stops counting. Past a limit the answer is 429 `quota_exceeded` naming the
-limit and the use.
+Each use is a lease in a counter per scope (the session, the member or API key, the
+workspace), good for LEASE_SEC and renewed every RENEW_SEC by one thread per process for
+as long as the use lasts, so the uses of a process that died stop counting within
+LEASE_SEC. With REDIS_URL the counters are Redis sorted sets (lease ids scored by their
+expiry; one Lua script checks every limit and takes the lease, so two processes never
+both take the last place); without Redis the app is one process and they live in it.
+Counters are named after the deployment's database, so two deployments (or two test
+workers) sharing one Redis never count each other's uses.
+Past a limit the answer is 429 `quota_exceeded` naming the limit and the use; an
+unreachable Redis is a 503.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
 
-from sqlalchemy import delete, func, select, update
+import redis
+from flask import Flask, current_app
 
-from app.extensions import db
-from app.models import CapacityHold, Tenant
-from app.models.types import utcnow
+from app.errors import Unavailable
 from app.services.quotas import OverQuota
 
-STALE_SEC = 45
+log = logging.getLogger("sandlot.capacity")
+LEASE_SEC = 60
+RENEW_SEC = 15.0
+PREFIX = "sandlot:capacity:"
 
 
 @dataclass(frozen=True)
@@ -34,58 +45,241 @@ class Limit:
 
 @dataclass(frozen=True)
 class Use:
-    kind: str  # "terminal", "file_transfer"
+    kind: str  # "terminal", "stream", "run", "file_transfer"
     tenant_id: int
-    user_id: int
-    session_id: str
+    holder: str  # the member ("user:12") or API key ("api-key:ab12cd") it counts against
+    session_id: str | None = None
+
+    def key(self, scope: str) -> str:
+        ident = {"session": self.session_id, "member": self.holder,
+                 "workspace": ""}[scope]
+        return f"{self.kind}:{self.tenant_id}:{scope}:{ident}"
+
+
+def _refuse(limit: Limit, used: int, noun: str, advice: str) -> OverQuota:
+    return OverQuota.of(limit.name, limit.limit, used, (
+        f"A {limit.scope} may have at most {limit.limit} {noun} at once, and {used} "
+        f"{'is' if used == 1 else 'are'} in use; {advice}"))
 
 
 def check(use: Use, limits: tuple[Limit, ...], noun: str, advice: str) -> None:
-    """429 when one more `use` would be past a limit (nothing is held)."""
-    live = (CapacityHold.kind == use.kind) & \
-        (CapacityHold.seen_at > utcnow() - timedelta(seconds=STALE_SEC))
-    counted = {"session": CapacityHold.session_id == use.session_id,
-               "member": CapacityHold.user_id == use.user_id}
-    counts = db.session.execute(select(*(
-        func.count().filter(counted[limit.scope]) if limit.scope in counted else func.count()
-        for limit in limits)).where(CapacityHold.tenant_id == use.tenant_id, live)).one()
+    """429 when one more `use` would be past a limit (nothing is taken)."""
+    counts = _store().count([use.key(limit.scope) for limit in limits])
     for limit, used in zip(limits, counts, strict=True):
         if used >= limit.limit:
-            db.session.rollback()
-            raise OverQuota.of(limit.name, limit.limit, used, (
-                f"A {limit.scope} may have at most {limit.limit} {noun} at once, and {used} "
-                f"{'is' if used == 1 else 'are'} in use; {advice}"))
+            raise _refuse(limit, used, noun, advice)
 
 
 def admit(use: Use, limits: tuple[Limit, ...], noun: str, advice: str) -> str:
-    """Hold one more `use` (its row's id), or 429. One admission at a time per workspace
-    on PostgreSQL (the workspace's row is locked while counting)."""
-    db.session.execute(select(Tenant.id).where(Tenant.id == use.tenant_id).with_for_update())
-    check(use, limits, noun, advice)
-    hold = CapacityHold(id=str(uuid.uuid4()), kind=use.kind, tenant_id=use.tenant_id,
-                        user_id=use.user_id, session_id=use.session_id)
-    db.session.add(hold)
-    db.session.commit()
-    return hold.id
+    """Take one more `use` (its lease id, for `release`), or 429."""
+    lease = uuid.uuid4().hex
+    keys = [use.key(limit.scope) for limit in limits]
+    refused = _store().take(lease, keys, [limit.limit for limit in limits])
+    if refused is not None:
+        index, used = refused
+        raise _refuse(limits[index], used, noun, advice)
+    _renewer(current_app._get_current_object()).add(lease, keys)
+    return lease
 
 
-def refresh(hold_id: str) -> None:
-    db.session.execute(update(CapacityHold).where(CapacityHold.id == hold_id)
-                       .values(seen_at=utcnow()))
-    db.session.commit()
-
-
-def release(hold_id: str) -> None:
-    db.session.rollback()
-    db.session.execute(delete(CapacityHold).where(CapacityHold.id == hold_id))
-    db.session.commit()
+def release(lease: str) -> None:
+    """Give the lease back (from any thread with an app context); idempotent."""
+    keys = _renewer(current_app._get_current_object()).discard(lease)
+    if keys:
+        _store().drop(lease, keys)
 
 
 @contextmanager
-def holding(use: Use, limits: tuple[Limit, ...], noun: str, advice: str) -> Iterator[None]:
-    """Hold `use` for the block (a use shorter than STALE_SEC: no refresh needed)."""
-    hold_id = admit(use, limits, noun, advice)
+def holding(use: Use, limits: tuple[Limit, ...], noun: str, advice: str) -> Iterator[str]:
+    """Hold `use` for the block."""
+    lease = admit(use, limits, noun, advice)
     try:
-        yield
+        yield lease
     finally:
-        release(hold_id)
+        release(lease)
+
+
+def used(use: Use, scope: str) -> int:
+    """How many uses of `use`'s kind its `scope` holds now (tests, the dashboard)."""
+    return _store().count([use.key(scope)])[0]
+
+
+# -- where the counters live --------------------------------------------------------------
+
+# KEYS: the scopes' sorted sets. ARGV: now, expiry, lease, then one limit per key.
+# Returns {index, used} of the first limit reached (0-based), or {-1, 0} once taken.
+TAKE = """
+local now, expiry, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+for i, key in ipairs(KEYS) do
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+  local used = redis.call('ZCARD', key)
+  if used >= tonumber(ARGV[3 + i]) then return {i - 1, used} end
+end
+for _, key in ipairs(KEYS) do
+  redis.call('ZADD', key, expiry, lease)
+  redis.call('EXPIRE', key, math.ceil(expiry - now) + 60)
+end
+return {-1, 0}
+"""
+
+
+class RedisStore:
+    def __init__(self, url: str, prefix: str) -> None:
+        self.client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
+        self.script = self.client.register_script(TAKE)
+        self.prefix = prefix
+
+    def take(self, lease: str, keys: list[str], limits: list[int]) -> tuple[int, int] | None:
+        now = time.time()
+        with _reachable():
+            index, used = self.script(keys=[self.prefix + k for k in keys],
+                                      args=[now, now + LEASE_SEC, lease, *limits])
+        return None if index < 0 else (int(index), int(used))
+
+    def count(self, keys: list[str]) -> list[int]:
+        now = time.time()
+        with _reachable():
+            pipe = self.client.pipeline(transaction=False)
+            for key in keys:
+                pipe.zcount(self.prefix + key, now, "+inf")
+            return [int(n) for n in pipe.execute()]
+
+    def renew(self, leases: dict[str, list[str]]) -> None:
+        expiry = time.time() + LEASE_SEC
+        pipe = self.client.pipeline(transaction=False)
+        for lease, keys in leases.items():
+            for key in keys:
+                pipe.zadd(self.prefix + key, {lease: expiry}, xx=True)
+        pipe.execute()
+
+    def drop(self, lease: str, keys: list[str]) -> None:
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            for key in keys:
+                pipe.zrem(self.prefix + key, lease)
+            pipe.execute()
+        except redis.RedisError:  # its lease runs out by itself
+            log.warning("capacity lease %s was not given back", lease)
+
+
+class MemoryStore:
+    """One process without Redis: the same counters in memory."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.sets: dict[str, dict[str, float]] = {}
+
+    def _live(self, key: str, now: float) -> dict[str, float]:
+        leases = self.sets.setdefault(key, {})
+        for lease in [lease for lease, expiry in leases.items() if expiry <= now]:
+            del leases[lease]
+        return leases
+
+    def take(self, lease: str, keys: list[str], limits: list[int]) -> tuple[int, int] | None:
+        now = time.time()
+        with self.lock:
+            for index, (key, limit) in enumerate(zip(keys, limits, strict=True)):
+                if len(self._live(key, now)) >= limit:
+                    return index, len(self.sets[key])
+            for key in keys:
+                self.sets[key][lease] = now + LEASE_SEC
+        return None
+
+    def count(self, keys: list[str]) -> list[int]:
+        now = time.time()
+        with self.lock:
+            return [len(self._live(key, now)) for key in keys]
+
+    def renew(self, leases: dict[str, list[str]]) -> None:
+        expiry = time.time() + LEASE_SEC
+        with self.lock:
+            for lease, keys in leases.items():
+                for key in keys:
+                    if lease in self.sets.get(key, {}):
+                        self.sets[key][lease] = expiry
+
+    def drop(self, lease: str, keys: list[str]) -> None:
+        with self.lock:
+            for key in keys:
+                self.sets.get(key, {}).pop(lease, None)
+
+
+class _reachable:
+    """Redis errors as a 503 the caller can read."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if isinstance(exc, redis.RedisError):
+            log.warning("capacity counters unreachable: %s", exc)
+            raise Unavailable("The server cannot count what is in use right now; retry "
+                              "shortly.") from None
+        return False
+
+
+_STORES: dict[tuple[str, str], RedisStore | MemoryStore] = {}
+_LOCK = threading.Lock()
+
+
+def _store() -> RedisStore | MemoryStore:
+    config = current_app.config
+    url = config.get("REDIS_URL") or ""
+    database = str(config.get("SQLALCHEMY_DATABASE_URI") or "")
+    namespace = f"{PREFIX}{hashlib.sha256(database.encode()).hexdigest()[:12]}:"
+    with _LOCK:
+        if (url, namespace) not in _STORES:
+            _STORES[url, namespace] = RedisStore(url, namespace) if url else MemoryStore()
+        return _STORES[url, namespace]
+
+
+def forget_all() -> None:
+    """Drop every counter of this deployment (tests, between two of them)."""
+    store = _store()
+    if isinstance(store, MemoryStore):
+        with store.lock:
+            store.sets.clear()
+        return
+    keys = list(store.client.scan_iter(match=store.prefix + "*", count=500))
+    if keys:
+        store.client.delete(*keys)
+
+
+class _Renewer:
+    """This process's leases, renewed by one thread (started with the first lease)."""
+
+    def __init__(self, app: Flask) -> None:
+        self.app = app
+        self.leases: dict[str, list[str]] = {}
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+
+    def add(self, lease: str, keys: list[str]) -> None:
+        with self.lock:
+            self.leases[lease] = keys
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._run, name="capacity-renew",
+                                               daemon=True)
+                self.thread.start()
+
+    def discard(self, lease: str) -> list[str] | None:
+        with self.lock:
+            return self.leases.pop(lease, None)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(RENEW_SEC)
+            with self.lock:
+                leases = dict(self.leases)
+            if not leases:
+                continue
+            try:
+                with self.app.app_context():
+                    _store().renew(leases)
+            except Exception:  # noqa: BLE001 - Redis is away: try again next time
+                log.warning("could not renew %d capacity leases", len(leases), exc_info=True)
+
+
+def _renewer(app: Flask) -> _Renewer:
+    with _LOCK:
+        return app.extensions.setdefault("capacity_renewer", _Renewer(app))

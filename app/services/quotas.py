@@ -189,6 +189,8 @@ DEPLOYMENT_LIMITS = (
     ("STREAMS_PER_WORKSPACE", "live streams one workspace may hold open"),
     ("TERMINALS_PER_MEMBER", "web terminals one member may have open (5 per session)"),
     ("TERMINALS_PER_WORKSPACE", "web terminals one workspace may have open"),
+    ("RUNS_PER_MEMBER", "commands one member may have running at once"),
+    ("RUNS_PER_TENANT_MAX", "commands one workspace may have running at once"),
     ("FILE_TRANSFERS_PER_MEMBER", "file uploads and downloads one member may run at once"),
     ("FILE_TRANSFERS_PER_WORKSPACE", "file uploads and downloads one workspace may run at once"),
 )

@@ -17,13 +17,12 @@ from app.extensions import db
 from app.models import (
     AuditEvent,
     BindingState,
-    CapacityHold,
     LoginSession,
     Membership,
     TerminalTicket,
 )
 from app.models.types import utcnow
-from app.services import audit
+from app.services import audit, capacity
 from app.services.sandboxes import configs as service
 from app.services.sessions import lifecycle as sessions
 from app.services.sessions import terminals
@@ -118,9 +117,9 @@ class Term:
 
 
 def open_rows(session) -> int:
-    db.session.expire_all()
-    return db.session.scalar(select(db.func.count()).select_from(CapacityHold)
-                             .where(CapacityHold.session_id == session.id))
+    """The session's terminals as every process counts them."""
+    return capacity.used(capacity.Use("terminal", session.tenant_id, "", session.id),
+                         "session")
 
 
 def test_a_terminal_round_trip_in_the_sessions_sandbox(world, bearer, live_server):

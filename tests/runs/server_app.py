@@ -18,4 +18,5 @@ def make_app() -> Flask:
         "REDIS_URL": os.environ["SANDLOT_TEST_REDIS_URL"],
         "JOB_QUEUE": "sandlot-test-runs-unused",
         "RUN_SYNC_WAIT_SECONDS": 2.0,
+        "RUNS_PER_MEMBER": 64,  # the capacity test's one member runs 50 at once
     })

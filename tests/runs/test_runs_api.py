@@ -124,14 +124,16 @@ def test_past_the_per_workspace_bound_a_run_is_refused_not_queued(world, short_w
     held = world.member.post(world.url("/exec"), json={"command": "sleep 30"})
     assert held.status_code == 202
     refused = world.member.post(world.url("/exec"), json={"command": "echo hi"})
-    assert refused.status_code == 503 and refused.json["error"]["code"] == "unavailable"
+    assert refused.status_code == 429 and refused.json["error"]["code"] == "quota_exceeded"
+    assert refused.json["error"]["data"] == {"quota": "runs_per_workspace", "limit": 1,
+                                             "used": 1}
     assert world.member.post(world.url(f"/runs/{held.json['data']['id']}/cancel")) \
         .status_code == 202
     assert wait_run(world.member, world, held.json["data"]["id"], 15)["status"] == "cancelled"
     deadline = time.monotonic() + 5  # the slot comes back as the run's thread ends
     while time.monotonic() < deadline:
         again = world.member.post(world.url("/exec"), json={"command": "echo hi"})
-        if again.status_code != 503:
+        if again.status_code != 429:
             break
         time.sleep(0.1)
     assert finished(world.member, world, again)["stdout"] == "hi\n"

@@ -144,7 +144,7 @@ def _transfer(session: SandboxSession):
     memory while it runs, so a member and a workspace have only a few at once."""
     cfg = current_app.config
     return capacity.holding(
-        capacity.Use("file_transfer", session.tenant_id, session.user_id, session.id),
+        capacity.Use("file_transfer", session.tenant_id, f"user:{session.user_id}", session.id),
         (capacity.Limit("file_transfers_per_member", "member",
                         int(cfg["FILE_TRANSFERS_PER_MEMBER"])),
          capacity.Limit("file_transfers_per_workspace", "workspace",

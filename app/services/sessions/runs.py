@@ -9,10 +9,12 @@ event streams, so history, polling and SSE read rows, never the sandbox.
 Why a per-process pool and not the job layer: jobs are batch work with per-kind limits
 and a fair share on a pool of 2 (or RQ workers that may be elsewhere); an exec needs its
 first byte within milliseconds and its output live, and spends its life waiting on the
-engine's socket, so a parked thread is cheap. The pool is bounded (RUNS_MAX per process,
-RUNS_PER_TENANT_MAX for one workspace) and a run past either bound is refused with 503,
-never queued behind a long command. A run cannot outlive its process: one still
-`running` well past its timeout was lost with a restart and reads as failed.
+engine's socket, so a parked thread is cheap. The pool is bounded (RUNS_MAX threads per
+process: 503 past it), and a member (RUNS_PER_MEMBER) and a workspace
+(RUNS_PER_TENANT_MAX) have at most so many runs at once across processes (capacity holds:
+429 `quota_exceeded` past them); a run is refused, never queued behind a long command.
+A run cannot outlive its process: one still `running` well past its timeout was lost
+with a restart and reads as failed.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from app.errors import AppError, Conflict, NotFound, Unavailable
 from app.extensions import db
 from app.models import ExecRun, RunStatus, SandboxSession, Tenant, User
 from app.models.types import utcnow
-from app.services import paging
+from app.services import capacity, paging
 from app.services import wakeups as notify
 from app.services.sessions import lifecycle
 from app.services.sessions.run_output import Capture, LiveHooks
@@ -59,34 +61,35 @@ class _CancelledBeforeStart(BackendError):
 
 
 class _Pool:
-    """This process's run threads, with per-tenant counts (refuse, never queue)."""
+    """This process's run threads (refuse, never queue); each run also holds a capacity
+    hold, so a member's and a workspace's runs are counted across processes."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.executor: ThreadPoolExecutor | None = None
         self.total = 0
-        self.per_tenant: dict[int, int] = {}
         self.running: dict[str, Future] = {}  # run id -> its thread's future
 
-    def take(self, tenant_id: int, total_max: int, tenant_max: int) -> bool:
+    def take(self, total_max: int) -> bool:
         with self.lock:
-            if self.total >= total_max or self.per_tenant.get(tenant_id, 0) >= tenant_max:
+            if self.total >= total_max:
                 return False
             self.total += 1
-            self.per_tenant[tenant_id] = self.per_tenant.get(tenant_id, 0) + 1
             if self.executor is None:
                 self.executor = ThreadPoolExecutor(max_workers=total_max,
                                                    thread_name_prefix="exec-run")
             return True
 
-    def track(self, run_id: str, future: Future, tenant_id: int) -> None:
+    def track(self, app: Flask, run_id: str, future: Future, hold_id: str) -> None:
         with self.lock:
             self.running[run_id] = future
 
         def ended(_: Future) -> None:
             with self.lock:
                 self.running.pop(run_id, None)
-            self.release(tenant_id)
+            self.release()
+            with app.app_context():
+                capacity.release(hold_id)
 
         future.add_done_callback(ended)
 
@@ -98,12 +101,9 @@ class _Pool:
         _, pending = wait_all(running.values(), timeout=seconds)
         return [run_id for run_id, future in running.items() if future in pending]
 
-    def release(self, tenant_id: int) -> None:
+    def release(self) -> None:
         with self.lock:
             self.total -= 1
-            self.per_tenant[tenant_id] -= 1
-            if not self.per_tenant[tenant_id]:
-                del self.per_tenant[tenant_id]
 
 
 def _pool(app: Flask) -> _Pool:
@@ -135,10 +135,19 @@ def start(tenant: Tenant, user: User, session: SandboxSession, command: str,
     if keep_processes:
         prepared = dataclasses.replace(prepared, keep_processes=True)
     app = current_app._get_current_object()
-    config, tenant_id = app.config, tenant.id
-    if not _pool(app).take(tenant_id, int(config.get("RUNS_MAX", 128)),
-                           int(config.get("RUNS_PER_TENANT_MAX", 64))):
+    config = app.config
+    if not _pool(app).take(int(config["RUNS_MAX"])):
         raise Unavailable("Too many commands are running on this server; retry shortly.")
+    try:
+        hold = capacity.admit(
+            capacity.Use("run", tenant.id, f"user:{user.id}", session.id),
+            (capacity.Limit("runs_per_member", "member", int(config["RUNS_PER_MEMBER"])),
+             capacity.Limit("runs_per_workspace", "workspace",
+                            int(config["RUNS_PER_TENANT_MAX"]))),
+            "commands running", "wait for one to end, or stop one.")
+    except BaseException:
+        _pool(app).release()
+        raise
     try:
         writer = _RunWriter({
             "id": str(uuid.uuid4()), "tenant_id": tenant.id, "session_id": session.id,
@@ -150,9 +159,10 @@ def start(tenant: Tenant, user: User, session: SandboxSession, command: str,
         assert _pool(app).executor is not None
         future = _pool(app).executor.submit(_execute, app, writer)
     except BaseException:
-        _pool(app).release(tenant_id)
+        _pool(app).release()
+        capacity.release(hold)
         raise
-    _pool(app).track(writer.run_id, future, tenant_id)
+    _pool(app).track(app, writer.run_id, future, hold)
     wait = float(config.get("RUN_SYNC_WAIT_SECONDS", 5.0))
     try:
         outcome = future.result(timeout=wait)

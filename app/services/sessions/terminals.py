@@ -7,7 +7,7 @@ to a login shell on a PTY in the session's sandbox, as the sandbox user, with th
 environment and egress policy a command of the member gets.
 
 Capacity: at most PER_SESSION terminals per session (the reference's 5), and at most
-TERMINALS_PER_MEMBER and TERMINALS_PER_WORKSPACE, counted from capacity holds
+TERMINALS_PER_MEMBER and TERMINALS_PER_WORKSPACE, counted across processes
 (app.services.capacity) so every process sees the same use; past one, 429
 `quota_exceeded`. Each relay holds a server thread, so one process also serves at most
 TERMINALS_MAX at once (503 past it).
@@ -55,7 +55,7 @@ log = logging.getLogger("sandlot.terminals")
 TICKET_SEC = 120
 PER_SESSION = 5
 IDLE_DEFAULT_SEC = 900
-HEARTBEAT_SEC = 10.0  # how often an open terminal's row is refreshed and its rights read
+HEARTBEAT_SEC = 10.0  # how often an open terminal's session and member are read again
 POLL_SEC = 1.0  # the relay's longest wait before it looks at the clock again
 MIN_SIZE, MAX_SIZE = 2, 1000  # columns and rows a client may ask for
 INVALID_TICKET = ("This terminal ticket is not valid: a ticket opens one terminal, within "
@@ -192,7 +192,7 @@ def _slots() -> _ProcessSlots:
 
 
 def _use(session: SandboxSession) -> capacity.Use:
-    return capacity.Use("terminal", session.tenant_id, session.user_id, session.id)
+    return capacity.Use("terminal", session.tenant_id, f"user:{session.user_id}", session.id)
 
 
 def _limits() -> tuple[capacity.Limit, ...]:
@@ -269,7 +269,7 @@ def _relay_admitted(ws: Socket, who: Redeemed, cols: int, rows: int) -> Closing:
                      "session", who.session.id, {"sandbox_config_id": config.id})
         db.session.commit()  # no pooled connection is held while the terminal is open
         try:
-            return _pump(ws, term, who, row_id, idle_seconds(config.config))
+            return _pump(ws, term, who, idle_seconds(config.config))
         finally:
             term.close()
     finally:
@@ -277,7 +277,7 @@ def _relay_admitted(ws: Socket, who: Redeemed, cols: int, rows: int) -> Closing:
         capacity.release(row_id)
 
 
-def _pump(ws: Socket, term: Terminal, who: Redeemed, row_id: str, idle_sec: int) -> Closing:
+def _pump(ws: Socket, term: Terminal, who: Redeemed, idle_sec: int) -> Closing:
     """Shell output to the socket on a thread of its own; keystrokes, resizes and the
     clocks (idle, heartbeat) on this one."""
     ended = threading.Event()
@@ -312,7 +312,7 @@ def _pump(ws: Socket, term: Terminal, who: Redeemed, row_id: str, idle_sec: int)
                                "without input.", 4408)
             if now >= beat_at:
                 beat_at = now + HEARTBEAT_SEC
-                closing = _still_allowed(who, row_id)
+                closing = _still_allowed(who)
                 if closing is not None:
                     return closing
         return Closing("ended", "The shell ended.")
@@ -335,9 +335,9 @@ def _take(term: Terminal, message: bytes | str) -> None:
         term.resize(_size(control.get("cols"), 80), _size(control.get("rows"), 24))
 
 
-def _still_allowed(who: Redeemed, row_id: str) -> Closing | None:
-    """Refresh the open terminal's row; a reason to close when its session ended or its
-    member may no longer use it."""
+def _still_allowed(who: Redeemed) -> Closing | None:
+    """A reason to close when the terminal's session ended or its member may no longer
+    use it."""
     try:
         db.session.expire_all()
         if _holder(who) is None:
@@ -345,10 +345,10 @@ def _still_allowed(who: Redeemed, row_id: str) -> Closing | None:
                 return Closing("session_ended", "The session ended.", 4410)
             return Closing("revoked", "You signed out or no longer have access to this "
                            "session.", 4401)
-        capacity.refresh(row_id)
     except Exception:  # noqa: BLE001 - a database hiccup: keep the shell, try next beat
-        db.session.rollback()
         log.warning("terminal heartbeat failed", exc_info=True)
+    finally:
+        db.session.rollback()  # no transaction or pooled connection held between beats
     return None
 
 
