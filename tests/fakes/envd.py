@@ -33,6 +33,7 @@ from e2b.envd.process.process_connect import ProcessWSGIApplication
 from protobuf import Oneof
 from werkzeug.formparser import parse_form_data
 from werkzeug.wrappers import Request, Response
+from werkzeug.wsgi import LimitedStream
 
 if TYPE_CHECKING:
     from tests.fakes.e2b_server import FakeSandbox
@@ -404,6 +405,11 @@ class Envd:
 
     def __call__(self, sandbox: FakeSandbox, environ, start_response):
         self._local.sandbox = sandbox
+        if environ.get("CONTENT_LENGTH") and not environ.get("wsgi.input_terminated"):
+            # The dev server hands over the raw connection: connectrpc drains the body
+            # after an error answer and would wait for the client to hang up.
+            environ["wsgi.input"] = LimitedStream(environ["wsgi.input"],
+                                                  int(environ["CONTENT_LENGTH"]))
         path = environ.get("PATH_INFO", "")
         if path.startswith(self.process.path + "/"):
             return self.process(environ, start_response)
