@@ -6,7 +6,9 @@ The RPC services are the SDK's own generated server stubs (`ProcessWSGIApplicati
 wire (Connect over HTTP/1.1, JSON or proto, envelope-framed server streams) is
 whatever the SDK's connectrpc speaks. Behind them every command really runs: `docker
 exec` in the sandbox's container, as the requested user, streamed back as envd
-streams it. Like envd, file operations act as root and chown to the requesting user
+streams it; a PTY (the SDK's `pty.create`) is a `docker exec` on a real
+pseudo-terminal, typed into through its hijacked connection and resized by the
+engine. Like envd, file operations act as root and chown to the requesting user
 (envd's EnsureDirs/chown): they do not enforce that user's rights.
 """
 
@@ -18,6 +20,7 @@ import json
 import os
 import posixpath
 import signal
+import socket
 import tarfile
 import threading
 import time
@@ -33,6 +36,7 @@ from e2b.envd.process.process_connect import ProcessWSGIApplication
 from protobuf import Oneof
 from werkzeug.formparser import parse_form_data
 from werkzeug.wrappers import Request, Response
+from werkzeug.wsgi import LimitedStream
 
 if TYPE_CHECKING:
     from tests.fakes.e2b_server import FakeSandbox
@@ -124,6 +128,8 @@ class Proc:
     exec_id: str
     host_pid: int = 0
     done: threading.Event = field(default_factory=threading.Event)
+    tty: socket.socket | None = None  # a PTY's stdin and output, raw (Docker's tty mode)
+    typing: threading.Lock = field(default_factory=threading.Lock)  # one input at a time
 
 
 class Container:
@@ -164,6 +170,21 @@ class Container:
         exec_id = self.api.exec_create(self.id, argv, user=user, workdir=workdir,
                                        environment=env, stdout=True, stderr=True)["Id"]
         stream = self.api.exec_start(exec_id, stream=True, demux=True)
+        return self._started(exec_id), stream
+
+    def spawn_pty(self, argv: list[str], user: str, workdir: str, env: dict[str, str],
+                  cols: int, rows: int) -> Proc:
+        """`argv` on a pseudo-terminal of `cols` x `rows`: `proc.tty` carries the
+        keystrokes in and the terminal's output out."""
+        exec_id = self.api.exec_create(self.id, argv, user=user, workdir=workdir,
+                                       environment=env, stdin=True, tty=True)["Id"]
+        raw = self.api.exec_start(exec_id, tty=True, socket=True)
+        proc = self._started(exec_id)
+        proc.tty = raw._sock  # the SocketIO's socket: sendall/recv, no buffering
+        self.resize(proc, cols, rows)
+        return proc
+
+    def _started(self, exec_id: str) -> Proc:
         with self._lock:
             self._next_pid += 1
             proc = Proc(pid=self._next_pid, exec_id=exec_id)
@@ -173,7 +194,10 @@ class Container:
             if proc.host_pid:
                 break
             time.sleep(0.01)
-        return proc, stream
+        return proc
+
+    def resize(self, proc: Proc, cols: int, rows: int) -> None:
+        self.api.exec_resize(proc.exec_id, height=rows, width=cols)
 
     def kill(self, pid: int) -> bool:
         proc = self.procs.get(pid)
@@ -219,7 +243,9 @@ def _resolve(path: str, home: str) -> str:
 
 
 class ProcessService:
-    """envd's process.Process: Start streams a real `docker exec`; SendSignal kills it."""
+    """envd's process.Process: Start streams a real `docker exec` (on a pseudo-terminal
+    when asked: the SDK's `pty.create`), SendInput types into a PTY, Update resizes
+    it, SendSignal kills."""
 
     def __init__(self, current):
         self.current = current
@@ -231,46 +257,93 @@ class ProcessService:
         home = sandbox.container.user(user)["home"]
         cwd = config.cwd if config.has_field("cwd") and config.cwd else home
         argv = [config.cmd, *config.args]
+        envs = dict(config.envs)
         try:
-            proc, stream = sandbox.container.spawn(argv, user, cwd, dict(config.envs))
+            if request.has_field("pty"):
+                size = request.pty.size or process_pb.PTY.Size(cols=80, rows=24)
+                proc = sandbox.container.spawn_pty(argv, user, cwd, envs, size.cols,
+                                                   size.rows)
+                chunks, close = _tty_chunks(proc.tty), proc.tty.close
+            else:
+                proc, stream = sandbox.container.spawn(argv, user, cwd, envs)
+                chunks, close = _demuxed(stream), stream.close
         except Exception as exc:  # noqa: BLE001 - the engine's refusal is envd's error
             raise ConnectError(Code.INVALID_ARGUMENT, f"error starting process: {exc}") from exc
-        sandbox.record_process(user, argv, cwd, dict(config.envs))
+        sandbox.record_process(user, argv, cwd, envs)
 
         def events():
             try:
                 yield process_pb.StartResponse(event=Event(
                     event=Oneof("start", Event.StartEvent(pid=proc.pid))))
-                for out, err in stream:
-                    if out:
-                        yield process_pb.StartResponse(event=Event(event=Oneof(
-                            "data", Event.DataEvent(output=Oneof("stdout", out)))))
-                    if err:
-                        yield process_pb.StartResponse(event=Event(event=Oneof(
-                            "data", Event.DataEvent(output=Oneof("stderr", err)))))
+                for name, chunk in chunks:
+                    yield process_pb.StartResponse(event=Event(event=Oneof(
+                        "data", Event.DataEvent(output=Oneof(name, chunk)))))
                 code = sandbox.container.exit_code(proc)
                 yield process_pb.StartResponse(event=Event(event=Oneof(
                     "end", Event.EndEvent(exit_code=code, exited=True,
                                           status=f"exit status {code}"))))
             finally:
                 proc.done.set()
-                stream.close()
+                close()
 
         return events()
 
+    def send_input(self, request, ctx):
+        proc = self._running(request.process)
+        data = request.input.input if request.input else None
+        if data is None or data.field != "pty" or proc.tty is None:
+            raise ConnectError(Code.UNIMPLEMENTED, "the fake envd takes input for PTYs only")
+        with proc.typing:
+            proc.tty.sendall(data.value)
+        return process_pb.SendInputResponse()
+
+    def update(self, request, ctx):
+        proc = self._running(request.process)
+        if request.has_field("pty") and request.pty.size:
+            if proc.tty is None:
+                raise ConnectError(Code.FAILED_PRECONDITION, "the process has no PTY")
+            self.current().container.resize(proc, request.pty.size.cols,
+                                             request.pty.size.rows)
+        return process_pb.UpdateResponse()
+
     def send_signal(self, request, ctx):
-        sandbox: FakeSandbox = self.current()
-        selector = request.process.selector if request.process else None
-        if selector is None or selector.field != "pid":
-            raise ConnectError(Code.INVALID_ARGUMENT, "select the process by pid")
-        if not sandbox.container.kill(selector.value):
-            raise ConnectError(Code.NOT_FOUND, f"process with pid {selector.value} not found")
+        pid = _pid(request.process)
+        if not self.current().container.kill(pid):
+            raise ConnectError(Code.NOT_FOUND, f"process with pid {pid} not found")
         return process_pb.SendSignalResponse()
+
+    def _running(self, selector: Any) -> Proc:
+        pid = _pid(selector)
+        proc = self.current().container.procs.get(pid)
+        if proc is None or proc.done.is_set():
+            raise ConnectError(Code.NOT_FOUND, f"process with pid {pid} not found")
+        return proc
 
     def _unimplemented(self, *args, **kwargs):
         raise ConnectError(Code.UNIMPLEMENTED, "not implemented by the fake envd")
 
-    list = connect = update = stream_input = send_input = close_stdin = _unimplemented
+    list = connect = stream_input = close_stdin = _unimplemented
+
+
+def _pid(process: Any) -> int:
+    selector = process.selector if process else None
+    if selector is None or selector.field != "pid":
+        raise ConnectError(Code.INVALID_ARGUMENT, "select the process by pid")
+    return selector.value
+
+
+def _demuxed(stream: Any):
+    for out, err in stream:
+        if out:
+            yield "stdout", out
+        if err:
+            yield "stderr", err
+
+
+def _tty_chunks(tty: socket.socket):
+    """A PTY's output as it comes (Docker's tty mode is a raw stream, not multiplexed)."""
+    while chunk := tty.recv(32768):
+        yield "pty", chunk
 
 
 def _entry(found: dict[str, Any]) -> filesystem_pb.EntryInfo:
@@ -404,6 +477,11 @@ class Envd:
 
     def __call__(self, sandbox: FakeSandbox, environ, start_response):
         self._local.sandbox = sandbox
+        if environ.get("CONTENT_LENGTH") and not environ.get("wsgi.input_terminated"):
+            # The dev server hands over the raw connection: connectrpc drains the body
+            # after an error answer and would wait for the client to hang up.
+            environ["wsgi.input"] = LimitedStream(environ["wsgi.input"],
+                                                  int(environ["CONTENT_LENGTH"]))
         path = environ.get("PATH_INFO", "")
         if path.startswith(self.process.path + "/"):
             return self.process(environ, start_response)

@@ -4,9 +4,9 @@ Control plane through the `e2b` SDK bound to one config (`E2B(...)`): list throu
 its SandboxQuery paginator, kill/pause/timeout/snapshots through its Sandbox class
 methods, and the few calls whose shape differs between E2B and Cube through the
 SDK's own REST client. Data plane through the SDK's envd clients: commands via
-`commands.run`, files via `files.*`, on a Sandbox handle built from the sandbox's
-detail (its envd token and domain) without resuming it: commands in commands.py,
-files in files.py.
+`commands.run`, files via `files.*`, the web terminal's shell via `pty.*`, on a Sandbox
+handle built from the sandbox's detail (its envd token and domain) without resuming
+it: commands in commands.py, files in files.py, the terminal in terminal.py.
 
 Only sandboxes carrying `sandlot_*` metadata are ours: anything else in the account
 is invisible (get/exec/delete answer SandboxNotFound, list skips it).
@@ -53,6 +53,7 @@ from app.backends.e2b.files import E2BFiles
 from app.backends.e2b.io import ENVD_PORT, E2BSettings
 from app.backends.e2b.templates import TemplateCatalog
 from app.backends.e2b.templates import iso as _iso
+from app.backends.e2b.terminal import E2BTerminal
 from app.backends.sandbox_paths import is_ours as _ours
 
 DENY_ALL = "0.0.0.0/0"
@@ -105,7 +106,7 @@ class Remote:
                            template=self.template, started_at=self.started_at)
 
 
-class E2BCompatible(E2BCommands, E2BFiles, TemplateCatalog):
+class E2BCompatible(E2BCommands, E2BFiles, E2BTerminal, TemplateCatalog):
     """The protocol over one E2B-compatible account; subclasses create and resume."""
 
     provider = "e2b"
