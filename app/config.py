@@ -141,6 +141,14 @@ class BaseConfig:
     # of which one workspace holds at most STREAMS_PER_WORKSPACE, one member or key
     # STREAMS_PER_MEMBER.
     SKILL_STREAMS_MAX = _int("SKILL_STREAMS_MAX", 224)
+    # Web terminals (services/sessions/terminals.py): each holds a server thread while
+    # open, so one process relays at most TERMINALS_MAX, and streams and terminals
+    # together stay within SKILL_STREAMS_MAX; counted across processes, a
+    # member has at most TERMINALS_PER_MEMBER open and a workspace TERMINALS_PER_WORKSPACE
+    # (a session at most 5, the reference's limit).
+    TERMINALS_MAX = _int("TERMINALS_MAX", 24)
+    TERMINALS_PER_MEMBER = _int("TERMINALS_PER_MEMBER", 10)
+    TERMINALS_PER_WORKSPACE = _int("TERMINALS_PER_WORKSPACE", 24)
     STREAMS_PER_WORKSPACE = _int("STREAMS_PER_WORKSPACE", 64)
     STREAMS_PER_MEMBER = _int("STREAMS_PER_MEMBER", 16)
     # Quotas (services/quotas.py; `flask quotas set` overrides them for one workspace). A

@@ -20,5 +20,6 @@ from app.api import (  # noqa: E402,F401
     sessions,
     skills,
     system,
+    terminals,
     workspace_sessions,
 )

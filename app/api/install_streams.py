@@ -24,7 +24,8 @@ from app.tenancy import current_tenant, principal
 
 
 class StreamSlots:
-    """Open streams of one app in this process: at most SKILL_STREAMS_MAX in all, and of
+    """Open streams of one app in this process: at most SKILL_STREAMS_MAX in all (its open
+    web terminals included: they hold threads too), and of
     those at most STREAMS_PER_WORKSPACE for one workspace and STREAMS_PER_MEMBER for one
     member (issue 22 item 5), read at each open. What a stream holds is a thread of this
     process, so this process's count is the one that matters."""
@@ -41,7 +42,9 @@ class StreamSlots:
                 ("streams_per_member", int(cfg["STREAMS_PER_MEMBER"]),
                  ("m", workspace, member)))
         with self._lock:
-            if self.open >= int(cfg["SKILL_STREAMS_MAX"]):
+            terminals = current_app.extensions.get("terminal_slots")
+            held = self.open + (terminals.open if terminals is not None else 0)
+            if held >= int(cfg["SKILL_STREAMS_MAX"]):
                 raise Unavailable("Too many open event streams on this server; poll the "
                                   "skill or retry shortly.")
             for quota, limit, key in reversed(keys):  # the member's own share first

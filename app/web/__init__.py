@@ -10,6 +10,6 @@ bp = Blueprint("web", __name__)
 
 from app.web import _format, activity, dashboard, egress, jobs, personal_env  # noqa: E402,F401
 from app.web.identity import account, api_keys, auth, invitations, members  # noqa: E402,F401
-from app.web.playground import console, files, runs  # noqa: E402,F401
+from app.web.playground import console, files, runs, terminal  # noqa: E402,F401
 from app.web.sandboxes import check, configs, editor, sessions, templates  # noqa: E402,F401
 from app.web.skills import catalog, manage  # noqa: E402,F401

@@ -57,6 +57,7 @@ from app.backends.docker.egress import manager as egress
 from app.backends.docker.files import DockerFiles
 from app.backends.docker.images import DockerImages
 from app.backends.docker.io import DockerSettings
+from app.backends.docker.terminal import DockerTerminal
 from app.backends.sandbox_paths import is_ours as _ours
 
 # A running container seen this recently (inspected, or an exec created in it) is trusted
@@ -79,7 +80,7 @@ def _discard_disk(job: Future) -> None:
     docker_disk.release(disk.disk_id if disk else None)
 
 
-class DockerBackend(DockerCommands, DockerFiles, DockerImages, DockerCarry):
+class DockerBackend(DockerCommands, DockerFiles, DockerImages, DockerCarry, DockerTerminal):
     """The sandbox protocol on a Docker engine (local unix socket or tcp+TLS)."""
 
     provider = "docker"

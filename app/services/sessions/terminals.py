@@ -1,0 +1,403 @@
+"""Web terminals of a session (issue 26, reference 9.3, decisions 18).
+
+A member asks for a ticket (`issue_ticket`): random, stored as its sha256, bound to the
+session, the member and (from a browser) the sign-in that asked, valid TICKET_SEC and
+good for one connection. The WebSocket presents it (`redeem`), and `relay` then joins it
+to a login shell on a PTY in the session's sandbox, as the sandbox user, with the
+environment and egress policy a command of the member gets.
+
+Capacity: at most PER_SESSION terminals per session (the reference's 5), and at most
+TERMINALS_PER_MEMBER and TERMINALS_PER_WORKSPACE, counted from `open_terminals` rows so
+every process sees the same use; past one, 429 `quota_exceeded`. Each relay holds a
+server thread, so one process also serves at most TERMINALS_MAX at once (503 past it).
+A terminal closes after the config's `terminal_idle_disconnect_sec` without input (0:
+IDLE_DEFAULT_SEC), when the session ends, and when its member signs out, is removed or
+loses the sandbox. Opening one is in the activity log; what is typed is never stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import secrets
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Protocol
+
+from flask import current_app
+from sqlalchemy import delete, func, select, update
+
+from app.backends.base import Terminal
+from app.errors import AppError, Unauthorized, Unavailable
+from app.extensions import db
+from app.models import (
+    BindingState,
+    LoginSession,
+    Membership,
+    OpenTerminal,
+    SandboxConfig,
+    SandboxSession,
+    Tenant,
+    TerminalTicket,
+    User,
+)
+from app.models.types import utcnow
+from app.services import audit
+from app.services.quotas import OverQuota
+from app.services.sandboxes.provider import backend_for
+from app.services.sessions import binding, lifecycle
+from app.services.sessions.files import NotBound
+
+log = logging.getLogger("sandlot.terminals")
+
+TICKET_SEC = 120
+PER_SESSION = 5
+IDLE_DEFAULT_SEC = 900
+HEARTBEAT_SEC = 10.0  # how often an open terminal's row is refreshed and its rights read
+STALE_SEC = 45  # a row not refreshed for this long (its process died) no longer counts
+POLL_SEC = 1.0  # the relay's longest wait before it looks at the clock again
+MIN_SIZE, MAX_SIZE = 2, 1000  # columns and rows a client may ask for
+INVALID_TICKET = ("This terminal ticket is not valid: a ticket opens one terminal, within "
+                  f"{TICKET_SEC} seconds, for the member who asked for it.")
+
+
+@dataclass(frozen=True)
+class Ticket:
+    token: str
+    session_id: str
+    expires_in: int
+    idle_sec: int
+
+    def answer(self) -> dict[str, Any]:
+        """The API's and the page's answer: the ticket and the WebSocket address it opens."""
+        return {"ticket": self.token, "expires_in": self.expires_in, "idle_sec": self.idle_sec,
+                "url": f"/api/v1/sessions/{self.session_id}/terminal?ticket={self.token}"}
+
+
+@dataclass(frozen=True)
+class Redeemed:
+    tenant: Tenant
+    user: User
+    session: SandboxSession
+    login_digest: str | None
+    session_version: int
+
+
+def idle_seconds(doc: dict[str, Any]) -> int:
+    return int(doc.get("terminal_idle_disconnect_sec") or 0) or IDLE_DEFAULT_SEC
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _config(session: SandboxSession) -> SandboxConfig:
+    return lifecycle._live_config(session.tenant_id, session.sandbox_config_id)
+
+
+# -- tickets ------------------------------------------------------------------------------
+
+def issue_ticket(tenant: Tenant, user: User, session: SandboxSession,
+                 login_sid: str | None) -> Ticket:
+    """A one-time ticket for a terminal in `session` (the caller's own), refused as the
+    connection would be: scripts off, a cordoned config, no sandbox yet, or no room."""
+    lifecycle.precheck(tenant, user, session, "sh", None, None)
+    if session.binding_state != BindingState.bound:
+        raise NotBound()
+    _admit(session, count_only=True)
+    token = secrets.token_urlsafe(32)
+    now = utcnow()
+    db.session.execute(delete(TerminalTicket).where(
+        TerminalTicket.expires_at < now - timedelta(hours=1)))
+    db.session.add(TerminalTicket(
+        digest=_digest(token), tenant_id=tenant.id, user_id=user.id, session_id=session.id,
+        login_digest=hashlib.sha256(login_sid.encode()).hexdigest() if login_sid else None,
+        session_version=user.session_version, expires_at=now + timedelta(seconds=TICKET_SEC)))
+    db.session.commit()
+    return Ticket(token, session.id, TICKET_SEC, idle_seconds(_config(session).config))
+
+
+def redeem(session_id: str, token: object) -> Redeemed:
+    """Use a ticket (once); 401 for a ticket that is unknown, used, expired, for another
+    session, or whose member signed out, was removed or changed their password since."""
+    if not isinstance(token, str) or not 20 <= len(token) <= 100:
+        raise Unauthorized(INVALID_TICKET)
+    digest, now = _digest(token), utcnow()
+    used = db.session.execute(
+        update(TerminalTicket)
+        .where(TerminalTicket.digest == digest, TerminalTicket.session_id == session_id,
+               TerminalTicket.used_at.is_(None), TerminalTicket.expires_at > now)
+        .values(used_at=now))
+    db.session.commit()
+    ticket = db.session.get(TerminalTicket, digest) if used.rowcount == 1 else None
+    found = _holder(ticket) if ticket is not None else None
+    if found is None:
+        raise Unauthorized(INVALID_TICKET)
+    return found
+
+
+def _holder(ticket: TerminalTicket | Redeemed) -> Redeemed | None:
+    """Who the ticket (or open terminal) is for, while they still may use the session."""
+    tenant_id = ticket.tenant.id if isinstance(ticket, Redeemed) else ticket.tenant_id
+    user_id = ticket.user.id if isinstance(ticket, Redeemed) else ticket.user_id
+    session_id = ticket.session.id if isinstance(ticket, Redeemed) else ticket.session_id
+    row = db.session.execute(
+        select(User, Tenant, SandboxSession)
+        .join(Membership, Membership.user_id == User.id)
+        .join(Tenant, Tenant.id == Membership.tenant_id)
+        .join(SandboxSession, (SandboxSession.tenant_id == Tenant.id)
+              & (SandboxSession.user_id == User.id))
+        .where(User.id == user_id, Tenant.id == tenant_id,
+               SandboxSession.id == session_id)).first()
+    if row is None:
+        return None
+    user, tenant, session = row
+    if not user.is_active or user.session_version != ticket.session_version:
+        return None
+    if ticket.login_digest is not None and db.session.scalar(
+            select(LoginSession.id).where(LoginSession.digest == ticket.login_digest,
+                                          LoginSession.user_id == user.id)) is None:
+        return None
+    return Redeemed(tenant, user, session, ticket.login_digest, ticket.session_version)
+
+
+# -- capacity -----------------------------------------------------------------------------
+
+class _ProcessSlots:
+    """Terminals this process relays now: each holds a server thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.open = 0
+
+    def take(self, limit: int, threads: int) -> None:
+        """One more, within `limit` terminals and `threads` for terminals and the open
+        event streams together (app.api.install_streams)."""
+        streams = current_app.extensions.get("skill_stream_slots")
+        with self._lock:
+            if self.open >= limit or \
+                    self.open + (streams.open if streams is not None else 0) >= threads:
+                raise Unavailable("Too many terminals are open on this server; try again "
+                                  "in a moment.")
+            self.open += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self.open -= 1
+
+
+def _slots() -> _ProcessSlots:
+    return current_app.extensions.setdefault("terminal_slots", _ProcessSlots())
+
+
+def _admit(session: SandboxSession, count_only: bool = False) -> str | None:
+    """Room for one more terminal of the session, its member and its workspace (a row
+    that holds it, unless `count_only`), or 429 naming the limit that is reached."""
+    cfg = current_app.config
+    if not count_only:  # one admission at a time per workspace (PostgreSQL)
+        db.session.execute(select(Tenant.id).where(Tenant.id == session.tenant_id)
+                           .with_for_update())
+    live = OpenTerminal.seen_at > utcnow() - timedelta(seconds=STALE_SEC)
+    counts = db.session.execute(select(
+        func.count().filter(OpenTerminal.session_id == session.id),
+        func.count().filter(OpenTerminal.user_id == session.user_id),
+        func.count()).where(OpenTerminal.tenant_id == session.tenant_id, live)).one()
+    limits = (("terminals_per_session", PER_SESSION, "session"),
+              ("terminals_per_member", int(cfg["TERMINALS_PER_MEMBER"]), "member"),
+              ("terminals_per_workspace", int(cfg["TERMINALS_PER_WORKSPACE"]), "workspace"))
+    for (name, limit, whose), used in zip(limits, counts, strict=True):
+        if used >= limit:
+            db.session.rollback()
+            raise OverQuota.of(name, limit, used, (
+                f"A {whose} may have at most {limit} terminals open at once, and {used} "
+                f"{'is' if used == 1 else 'are'} open; close one (another tab) first."))
+    if count_only:
+        return None
+    row = OpenTerminal(id=str(uuid.uuid4()), tenant_id=session.tenant_id,
+                       user_id=session.user_id, session_id=session.id)
+    db.session.add(row)
+    db.session.commit()
+    return row.id
+
+
+# -- the relay ----------------------------------------------------------------------------
+
+class Socket(Protocol):
+    """What the relay needs of a WebSocket (simple_websocket.Server)."""
+
+    def send(self, data: bytes | str) -> None: ...
+
+    def receive(self, timeout: float | None = None) -> bytes | str | None: ...
+
+
+@dataclass
+class Closing:
+    reason: str  # ended, idle, session_ended, revoked, quota_exceeded, error
+    message: str
+    code: int = 1000
+
+
+def _size(raw: object, default: int) -> int:
+    try:
+        value = int(str(raw))
+    except ValueError:
+        return default
+    return min(max(value, MIN_SIZE), MAX_SIZE)
+
+
+def relay(ws: Socket, who: Redeemed, cols: object = None, rows: object = None) -> Closing:
+    """Join the WebSocket to a new shell in the session's sandbox until one side ends;
+    returns why it ended (the caller sends it and closes the socket)."""
+    try:
+        _slots().take(int(current_app.config["TERMINALS_MAX"]),
+                      int(current_app.config["SKILL_STREAMS_MAX"]))
+    except AppError as exc:
+        return Closing("unavailable", exc.message, 1013)
+    try:
+        return _relay_admitted(ws, who, _size(cols, 80), _size(rows, 24))
+    finally:
+        _slots().release()
+
+
+def _relay_admitted(ws: Socket, who: Redeemed, cols: int, rows: int) -> Closing:
+    try:
+        prepared = lifecycle.precheck(who.tenant, who.user, who.session, "sh", None, None)
+        config = _config(who.session)
+        row_id = _admit(who.session)
+    except AppError as exc:
+        db.session.rollback()
+        return Closing(exc.code, exc.message, 4000 + exc.status)
+    backend = backend_for(config.config, who.session.sandbox_id, who.session.traffic_token)
+    try:
+        try:
+            with lifecycle.provider_errors(config, "opening a terminal"):
+                sandbox_id = binding.bound_sandbox(who.session, backend)
+                if sandbox_id is None:
+                    raise NotBound()
+                term = backend.open_terminal(sandbox_id, env=dict(prepared.resolution.env),
+                                             cols=cols, rows=rows)
+        except AppError as exc:
+            db.session.rollback()
+            return Closing(exc.code, exc.message, 4000 + exc.status)
+        audit.record(who.tenant, lifecycle._Actor(who.user), "session.terminal_opened",
+                     "session", who.session.id, {"sandbox_config_id": config.id})
+        db.session.commit()  # no pooled connection is held while the terminal is open
+        try:
+            return _pump(ws, term, who, row_id, idle_seconds(config.config))
+        finally:
+            term.close()
+    finally:
+        backend.close()
+        db.session.rollback()
+        db.session.execute(delete(OpenTerminal).where(OpenTerminal.id == row_id))
+        db.session.commit()
+
+
+def _pump(ws: Socket, term: Terminal, who: Redeemed, row_id: str, idle_sec: int) -> Closing:
+    """Shell output to the socket on a thread of its own; keystrokes, resizes and the
+    clocks (idle, heartbeat) on this one."""
+    ended = threading.Event()
+
+    def output() -> None:
+        try:
+            while not ended.is_set():
+                data = term.read(POLL_SEC)
+                if data == b"":
+                    break
+                if data:
+                    ws.send(data)
+        except Exception:  # noqa: BLE001 - the socket closed: the loop below notices
+            pass
+        finally:
+            ended.set()
+
+    ws.send(json.dumps({"type": "ready", "idle_sec": idle_sec}))
+    reader = threading.Thread(target=output, name="terminal-output", daemon=True)
+    reader.start()
+    now = time.monotonic()
+    idle_at, beat_at = now + idle_sec, now + HEARTBEAT_SEC
+    try:
+        while not ended.is_set():
+            message = ws.receive(timeout=min(POLL_SEC, max(0.0, idle_at - time.monotonic())))
+            now = time.monotonic()
+            if message is not None:
+                idle_at = now + idle_sec
+                _take(term, message)
+            if now >= idle_at:
+                return Closing("idle", f"This terminal was closed after {_span(idle_sec)} "
+                               "without input.", 4408)
+            if now >= beat_at:
+                beat_at = now + HEARTBEAT_SEC
+                closing = _still_allowed(who, row_id)
+                if closing is not None:
+                    return closing
+        return Closing("ended", "The shell ended.")
+    finally:
+        ended.set()
+        term.close()
+        reader.join(5)
+
+
+def _take(term: Terminal, message: bytes | str) -> None:
+    """A binary frame is keystrokes; a text frame a JSON control message."""
+    if isinstance(message, bytes):
+        term.write(message)
+        return
+    try:
+        control = json.loads(message)
+    except ValueError:
+        return
+    if isinstance(control, dict) and control.get("type") == "resize":
+        term.resize(_size(control.get("cols"), 80), _size(control.get("rows"), 24))
+
+
+def _still_allowed(who: Redeemed, row_id: str) -> Closing | None:
+    """Refresh the open terminal's row; a reason to close when its session ended or its
+    member may no longer use it."""
+    try:
+        db.session.expire_all()
+        if _holder(who) is None:
+            if db.session.get(SandboxSession, who.session.id) is None:
+                return Closing("session_ended", "The session ended.", 4410)
+            return Closing("revoked", "You signed out or no longer have access to this "
+                           "session.", 4401)
+        db.session.execute(update(OpenTerminal).where(OpenTerminal.id == row_id)
+                           .values(seen_at=utcnow()))
+        db.session.commit()
+    except Exception:  # noqa: BLE001 - a database hiccup: keep the shell, try next beat
+        db.session.rollback()
+        log.warning("terminal heartbeat failed", exc_info=True)
+    return None
+
+
+def _span(seconds: int) -> str:
+    if seconds % 3600 == 0:
+        hours = seconds // 3600
+        return f"{hours} hour{'s' if hours != 1 else ''}"
+    if seconds % 60 == 0:
+        minutes = seconds // 60
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    return f"{seconds} seconds"
+
+
+# -- starting the sandbox -----------------------------------------------------------------
+
+def start_sandbox(tenant: Tenant, user: User, session: SandboxSession) -> None:
+    """Create (or resume) the session's sandbox without running a command, for a terminal
+    or files before the first command; the same checks and quotas as a command's."""
+    lifecycle.precheck(tenant, user, session, "sh", None, None)
+    config = _config(session)
+    with lifecycle.provider_errors(config, "starting the sandbox"):
+        backend = backend_for(config.config, session.sandbox_id, session.traffic_token)
+        try:
+            binding.ensure_sandbox(session, config, backend)
+        finally:
+            backend.close()
+    audit.record(tenant, lifecycle._Actor(user), "session.sandbox_started", "session",
+                 session.id)
+    db.session.commit()
+
