@@ -12,34 +12,13 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from app.services import audit
-from app.services.sandboxes import configs as service
-from app.services.sessions import lifecycle as sessions
 from app.services.sessions import terminals
-from tests import factories
-from tests.backends.conftest import BASE_IMAGE, require_docker
 from tests.web.test_a11y import PHONE, overflow, serious
 from tests.web.test_browser import shot, sign_in
 
 pytestmark = [pytest.mark.browser]
 TAB_TIMEOUT_MS = 20_000
 DESKTOP = {"width": 1440, "height": 900}
-SIZE = re.compile(r"size:(\d+) (\d+)")
-
-
-@pytest.fixture
-def workspace(app):
-    require_docker()
-    group = factories.populate("Acme Research")
-    config = service.create_config(group.tenant, audit.SystemActor("tests"), "Local Docker",
-                                   "", factories.config_doc("docker", {
-                                       "image": BASE_IMAGE, "network_mode": "none"}))
-    session = sessions.create_session(group.tenant, group.contributor, config.id, "Data work")
-    assert sessions.exec_command(group.tenant, group.contributor, session, "true").exit_code == 0
-    fresh = sessions.create_session(group.tenant, group.contributor, config.id, "Not started")
-    yield group, session, fresh
-    sessions.destroy_sandboxes(session)
-    sessions.destroy_sandboxes(fresh)
 
 
 def screen(page):
@@ -83,8 +62,8 @@ def stty_size(page, mark: str) -> tuple[int, int]:
     return int(rows), int(cols)
 
 
-def test_a_member_works_in_a_shell_of_the_session_s_sandbox(tab, workspace):
-    group, session, _ = workspace
+def test_a_member_works_in_a_shell_of_the_session_s_sandbox(tab, docker_sessions):
+    group, session, _ = docker_sessions
     tab.set_viewport_size(DESKTOP)
     sign_in(tab, group.contributor.email)
     tab.goto(f"/playground/{session.id}")
@@ -150,8 +129,8 @@ def test_a_member_works_in_a_shell_of_the_session_s_sandbox(tab, workspace):
 
 @pytest.mark.console_errors("status of 429")  # the sixth terminal's ticket is refused
 def test_idle_terminals_and_the_sixth_say_why_and_offer_a_reconnect(
-        tab, workspace, monkeypatch):
-    group, session, _ = workspace
+        tab, docker_sessions, monkeypatch):
+    group, session, _ = docker_sessions
     monkeypatch.setattr(terminals, "IDLE_DEFAULT_SEC", 2)
     tab.set_viewport_size(DESKTOP)
     sign_in(tab, group.contributor.email)
@@ -189,8 +168,8 @@ def test_idle_terminals_and_the_sixth_say_why_and_offer_a_reconnect(
     connected(sixth)
 
 
-def test_a_session_without_a_sandbox_starts_one_from_the_terminal_page(tab, workspace):
-    group, _, fresh = workspace
+def test_a_session_without_a_sandbox_starts_one_from_the_terminal_page(tab, docker_sessions):
+    group, _, fresh = docker_sessions
     tab.set_viewport_size(PHONE)
     sign_in(tab, group.contributor.email)
     tab.goto(f"/playground/{fresh.id}/terminal")
