@@ -149,6 +149,10 @@ class BaseConfig:
     TERMINALS_MAX = _int("TERMINALS_MAX", 24)
     TERMINALS_PER_MEMBER = _int("TERMINALS_PER_MEMBER", 10)
     TERMINALS_PER_WORKSPACE = _int("TERMINALS_PER_WORKSPACE", 24)
+    # Uploads and downloads of a session's files running at once (each holds a thread and
+    # up to 64 MiB of memory), counted across processes.
+    FILE_TRANSFERS_PER_MEMBER = _int("FILE_TRANSFERS_PER_MEMBER", 2)
+    FILE_TRANSFERS_PER_WORKSPACE = _int("FILE_TRANSFERS_PER_WORKSPACE", 6)
     STREAMS_PER_WORKSPACE = _int("STREAMS_PER_WORKSPACE", 64)
     STREAMS_PER_MEMBER = _int("STREAMS_PER_MEMBER", 16)
     # Quotas (services/quotas.py; `flask quotas set` overrides them for one workspace). A

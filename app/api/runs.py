@@ -33,6 +33,11 @@ class EgressDenial(Out):
     count: int
 
 
+NEW_OUTPUT_FILES = ("How many files the command created or changed under /workspace/output "
+                    "(GET .../files?path=/workspace/output lists them; at most 1000 counted); "
+                    "null when it could not be told")
+
+
 class RunOut(Out):
     id: str
     session_id: str
@@ -51,6 +56,7 @@ class RunOut(Out):
     egress_denied: list[EgressDenial] | None = Field(
         default=None, description="Docker: the connections the egress gateway refused "
         "during this command, per host and port (the egress log has each one)")
+    new_output_files: int | None = Field(default=None, description=NEW_OUTPUT_FILES)
     error: str | None
     created_at: datetime
     finished_at: datetime | None

@@ -15,7 +15,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from app.api import bp
 from app.api._core import Out, Strict, doc, ok, parse_body, parse_query, project
 from app.api.paging import PageQuery, ok_page, window
-from app.api.runs import EgressDenial, run_out
+from app.api.runs import NEW_OUTPUT_FILES, EgressDenial, run_out
 from app.api.skills import MULTIPART_SLACK
 from app.api.workspace_sessions import EndedOut, ended_out
 from app.auth.guards import guard
@@ -73,6 +73,7 @@ class ExecOut(Out):
     egress_denied: list[EgressDenial] | None = Field(
         default=None, description="Docker: the connections the egress gateway refused "
         "during this command, per host and port (the egress log has each one)")
+    new_files: int | None = Field(default=None, description=NEW_OUTPUT_FILES)
 
 
 def _own(session_id: str) -> SandboxSession:

@@ -129,6 +129,16 @@ class ExecResult:
     # Docker's egress gateway: what it refused during this command, [{host, port, count}]
     # (host: the name the connection presented, else the address).
     egress_denied: tuple[dict, ...] = ()
+    # With exec(new_files_in=DIR): how many regular files under DIR the command created or
+    # changed (at most NEW_FILES_MAX; None when it could not be told).
+    new_files: int | None = None
+
+
+NEW_FILES_MAX = 1000
+# Counts regular files under "$1" modified after the epoch "$2" (GNU find), at most
+# NEW_FILES_MAX, within 2 s; prints nothing where it cannot tell (no such folder, no GNU find).
+NEW_FILES_SCRIPT = ('[ -d "$1" ] && timeout 2 find "$1" -type f -newermt "@$2" 2>/dev/null '
+                    f'| head -n {NEW_FILES_MAX} | wc -l')
 
 
 @dataclass(frozen=True)
@@ -269,7 +279,8 @@ class Backend(Protocol):
 
     def exec(self, sandbox_id: str, command: str, *, user: str | None = None,
              cwd: str | None = None, env: dict[str, str] | None = None,
-             timeout_sec: int = 60, output_limit: int = 1 << 20) -> ExecResult: ...
+             timeout_sec: int = 60, output_limit: int = 1 << 20,
+             new_files_in: str | None = None) -> ExecResult: ...
 
     # Filesystem. `user` is whose rights (and, for writes, whose ownership) apply:
     # the provider's unprivileged sandbox user by default, "root" when asked.

@@ -7,6 +7,7 @@ import posixpath
 from app.backends.base import METADATA_PREFIX, BackendError
 
 WORKDIR = "/workspace"
+OUTPUT_DIR = "/workspace/output"  # what a command leaves for the member (reference 9.3)
 
 # Checks run as the requesting user before a file operation; "$1"/"$2" are paths, never
 # interpolated. Exit 3 means "no such path".

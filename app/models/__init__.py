@@ -21,7 +21,7 @@ from app.models.skill_image import (
     SnapshotTrigger,
 )
 from app.models.tenant import ROLE_ORDER, Membership, Role, Tenant
-from app.models.terminal import OpenTerminal, TerminalTicket
+from app.models.terminal import CapacityHold, TerminalTicket
 from app.models.user import User
 
 __all__ = [
@@ -32,5 +32,5 @@ __all__ = [
     "BindingState", "SandboxConfig", "SandboxRemoval", "SandboxSession", "Tenant", "User",
     "InstallStatus", "InstalledSkill", "SkillCatalogEntry", "EventKind", "SkillImageLease",
     "SkillInstallEvent", "SkillSnapshot", "SnapshotState", "SnapshotTrigger",
-    "OpenTerminal", "TerminalTicket",
+    "CapacityHold", "TerminalTicket",
 ]

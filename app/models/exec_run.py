@@ -52,6 +52,8 @@ class ExecRun(db.Model):
     truncated: Mapped[bool] = mapped_column(default=False)
     # What Docker's egress gateway refused during the run: [{host, port, count}].
     egress_denied: Mapped[list | None] = mapped_column(JSON)
+    # How many files the command created or changed in /workspace/output (None: unknown).
+    new_output_files: Mapped[int | None] = mapped_column()
     error: Mapped[str | None] = mapped_column(String(300))
     # The provider's handle of the running command (Docker: exec id and start ticks).
     exec_ref: Mapped[str | None] = mapped_column(String(200))

@@ -1,10 +1,12 @@
-"""Web terminals of sessions (issue 26): one-time tickets, and the terminals open now.
+"""Web terminals of sessions (issue 26): one-time tickets, and what holds shared
+capacity now (open terminals, file transfers).
 
 A ticket is what a WebSocket presents instead of a cookie or a bearer token: random,
 stored as its sha256, bound to its session and member (and, from a browser, to the
-sign-in that asked for it), valid 120 s and used at most once. An open terminal is a row
-for as long as its relay runs, refreshed every few seconds, so that every process counts
-the same terminals; a row its process stopped refreshing (a crash) stops counting.
+sign-in that asked for it), valid 120 s and used at most once. A capacity hold is a row
+for as long as its use lasts (a terminal refreshes its row every few seconds), so that
+every process counts the same uses; a row its process stopped refreshing (a crash) stops
+counting (services/capacity.py).
 """
 
 from __future__ import annotations
@@ -33,10 +35,11 @@ class TerminalTicket(db.Model):
     used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
-class OpenTerminal(db.Model):
-    __tablename__ = "open_terminals"
+class CapacityHold(db.Model):
+    __tablename__ = "capacity_holds"
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(24))  # "terminal", "file_transfer"
     tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"),
                                            index=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))

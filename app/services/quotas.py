@@ -187,6 +187,10 @@ DEPLOYMENT_LIMITS = (
     ("SKILL_INSTALL_COMMANDS_SEC", "seconds an install's commands get together"),
     ("STREAMS_PER_MEMBER", "live streams one member may hold open"),
     ("STREAMS_PER_WORKSPACE", "live streams one workspace may hold open"),
+    ("TERMINALS_PER_MEMBER", "web terminals one member may have open (5 per session)"),
+    ("TERMINALS_PER_WORKSPACE", "web terminals one workspace may have open"),
+    ("FILE_TRANSFERS_PER_MEMBER", "file uploads and downloads one member may run at once"),
+    ("FILE_TRANSFERS_PER_WORKSPACE", "file uploads and downloads one workspace may run at once"),
 )
 
 

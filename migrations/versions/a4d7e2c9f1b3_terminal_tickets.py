@@ -1,11 +1,12 @@
-"""web terminals: one-time tickets and the terminals open now
+"""web terminals' one-time tickets; capacity holds (open terminals, file transfers); the
+files a run left in /workspace/output
 
 Revision ID: a4d7e2c9f1b3
 Revises: f2a8c6e4d1b9
 Create Date: 2026-12-04 17:10:00
 
-A ticket is stored as its sha256 and used once (issue 26); open terminals are counted
-across processes from their rows, refreshed while their relay runs.
+A ticket is stored as its sha256 and used once (issue 26); open terminals and file
+transfers are counted across processes from their capacity_holds rows.
 """
 from alembic import op
 import sqlalchemy as sa
@@ -35,8 +36,9 @@ def upgrade():
     op.create_index('ix_terminal_tickets_session_id', 'terminal_tickets', ['session_id'])
     op.create_index('ix_terminal_tickets_expires_at', 'terminal_tickets', ['expires_at'])
     op.create_table(
-        'open_terminals',
+        'capacity_holds',
         sa.Column('id', sa.String(length=36), nullable=False),
+        sa.Column('kind', sa.String(length=24), nullable=False),
         sa.Column('tenant_id', sa.Integer(), nullable=False),
         sa.Column('user_id', sa.Integer(), nullable=False),
         sa.Column('session_id', sa.String(length=36), nullable=False),
@@ -47,12 +49,16 @@ def upgrade():
         sa.ForeignKeyConstraint(['session_id'], ['sandbox_sessions.id'], ondelete='CASCADE'),
         sa.PrimaryKeyConstraint('id'),
     )
-    op.create_index('ix_open_terminals_tenant_id', 'open_terminals', ['tenant_id'])
-    op.create_index('ix_open_terminals_session_id', 'open_terminals', ['session_id'])
+    op.create_index('ix_capacity_holds_tenant_id', 'capacity_holds', ['tenant_id'])
+    op.create_index('ix_capacity_holds_session_id', 'capacity_holds', ['session_id'])
+    with op.batch_alter_table('exec_runs') as batch:
+        batch.add_column(sa.Column('new_output_files', sa.Integer(), nullable=True))
 
 
 def downgrade():
-    op.drop_table('open_terminals')
+    with op.batch_alter_table('exec_runs') as batch:
+        batch.drop_column('new_output_files')
+    op.drop_table('capacity_holds')
     op.drop_index('ix_terminal_tickets_expires_at', table_name='terminal_tickets')
     op.drop_index('ix_terminal_tickets_session_id', table_name='terminal_tickets')
     op.drop_table('terminal_tickets')

@@ -138,3 +138,22 @@ def test_only_the_session_s_member_and_only_with_a_sandbox(world, bearer):
     assert answer.status_code == 409 and answer.json["error"]["code"] == "sandbox_not_bound"
     plain = bearer(a.contributor, a.tenant).post(url(session), json={"file": "x"})
     assert plain.status_code == 415
+
+
+def test_transfers_are_capped_in_size_before_reading_and_in_number(world, bearer, app,
+                                                                    monkeypatch):
+    a, _, _, session = world
+    api = bearer(a.contributor, a.tenant)
+    sh(a, session, "truncate -s 65M /workspace/big.bin")  # sparse: nothing to read
+    big = api.get(url(session, "/content"), query_string={"path": "big.bin"})
+    assert big.status_code == 413 and "64 MiB" in big.json["error"]["message"]
+
+    # Each transfer holds a thread and its bytes: a member's are counted across processes.
+    monkeypatch.setitem(app.config, "FILE_TRANSFERS_PER_MEMBER", 0)
+    held = api.get(url(session, "/content"), query_string={"path": "input"})
+    assert held.status_code == 429
+    assert held.json["error"]["code"] == "quota_exceeded"
+    assert "file transfers" in held.json["error"]["message"]
+    assert upload(api, session, ("x.txt", b"x")).status_code == 429
+    monkeypatch.setitem(app.config, "FILE_TRANSFERS_PER_MEMBER", 2)
+    assert upload(api, session, ("x.txt", b"x")).status_code == 201  # nothing left held

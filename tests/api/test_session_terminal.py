@@ -17,9 +17,9 @@ from app.extensions import db
 from app.models import (
     AuditEvent,
     BindingState,
+    CapacityHold,
     LoginSession,
     Membership,
-    OpenTerminal,
     TerminalTicket,
 )
 from app.models.types import utcnow
@@ -119,8 +119,8 @@ class Term:
 
 def open_rows(session) -> int:
     db.session.expire_all()
-    return db.session.scalar(select(db.func.count()).select_from(OpenTerminal)
-                             .where(OpenTerminal.session_id == session.id))
+    return db.session.scalar(select(db.func.count()).select_from(CapacityHold)
+                             .where(CapacityHold.session_id == session.id))
 
 
 def test_a_terminal_round_trip_in_the_sessions_sandbox(world, bearer, live_server):

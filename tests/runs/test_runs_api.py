@@ -166,3 +166,19 @@ def test_what_a_command_leaves_running_is_ended_unless_it_asks_to_keep_it(world,
     assert finished(world.member, world, kept)["stdout"] == "ok\n"
     assert len(_sleepers(engine, sandbox_id)) == 2  # asked for: a server between commands
     engine.exec(sandbox_id, "pkill sleep || kill $(pidof sleep)", user="root")
+
+
+def test_a_run_says_how_many_files_it_left_in_workspace_output(world):
+    wrote = world.member.post(world.url("/exec"), json={
+        "command": "mkdir -p /workspace/output/deep && echo a > /workspace/output/a.txt && "
+                   "echo b > /workspace/output/deep/b.txt && echo done"})
+    stored = finished(world.member, world, wrote)
+    assert stored["stdout"] == "done\n" and stored["new_output_files"] == 2
+    if wrote.status_code == 200:  # the direct answer says it too
+        assert wrote.json["data"]["new_files"] == 2
+    # The count is not part of what the command printed, and a command that writes
+    # nothing there (or fails) says 0.
+    assert stored["stderr"] == ""
+    quiet = finished(world.member, world, world.member.post(
+        world.url("/exec"), json={"command": "echo x >&2; exit 4"}))
+    assert (quiet["new_output_files"], quiet["stderr"], quiet["exit_code"]) == (0, "x\n", 4)

@@ -39,3 +39,12 @@ def test_a_remote_run_streams_and_is_cancelled(remote, short_wait):
     assert done["status"] == "cancelled" and "never" not in done["stdout"], done
     after = remote.member.post(remote.url("/exec"), json={"command": "echo usable"})
     assert finished(remote.member, remote, after)["stdout"] == "usable\n"
+
+
+def test_a_remote_run_says_how_many_files_it_left_in_workspace_output(remote):
+    wrote = remote.member.post(remote.url("/exec"), json={
+        "command": "mkdir -p /workspace/output && echo a > /workspace/output/r.txt"})
+    done = finished(remote.member, remote, wrote)
+    assert done["exit_code"] == 0, done
+    assert remote.member.get(remote.url(f"/runs/{wrote.json['data']['run_id']}"))\
+        .json["data"]["new_output_files"] == 1

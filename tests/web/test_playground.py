@@ -211,6 +211,19 @@ def test_a_timeout_is_noted_on_the_entry(two_tenants, login_as):
     assert '<span class="run-note">Timed out</span>' in body and "exit-bad" in body
 
 
+def test_a_run_that_wrote_into_workspace_output_links_to_those_files(two_tenants, login_as):
+    require_docker()
+    a, _ = two_tenants
+    client = login_as(a.viewer, a.tenant)
+    session_id = open_session(client, make_config(a))
+    body = entry(text(run(client, session_id, "echo r > /workspace/output/report.txt")))
+    link = f'href="/playground/{session_id}/files?path=/workspace/output"'
+    assert link in body and "1 new file in <code>/workspace/output</code>" in body
+    assert link not in entry(text(run(client, session_id, "echo nothing new")))
+    page = text(client.get(f"/playground/{session_id}"))  # the stored run says it too
+    assert page.count(link) == 1
+
+
 def test_ending_a_session_destroys_its_sandbox(two_tenants, login_as):
     require_docker()
     a, _ = two_tenants

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.backends.base import (
+    NEW_FILES_SCRIPT,
     BackendError,
     ExecResult,
     SandboxNotFound,
@@ -71,13 +72,14 @@ class DockerCommands:
             out, raw_err, truncated, hit = docker_io.read_exec(
                 response, started + deadline_sec, limit, extra,
                 docker_io.HoldBack(on_output, marker) if on_output else None)
+            raw_err, new_files = docker_io.take_new_files(raw_err, marker)
             err, code, overflow = docker_io.take_exit_marker(raw_err, marker, limit)
             # stderr below its cap: any truncation was stdout's
             truncated = overflow or (truncated and len(raw_err) < limit + extra)
             if code is None:  # no marker: killed outright, or its stderr overflowed
                 code = docker_io.wait_exit_code(self.api, exec_id, 0.2 if hit else 2.0)
         return docker_io.RawRun(out, err, code, time.monotonic() - started, truncated, hit,
-                                exec_id)
+                                exec_id, new_files)
 
     def _started_exec(self, exec_id: str) -> dict[str, Any]:
         """The exec's inspect, once it has started: the handle reaches the caller just
@@ -115,12 +117,15 @@ class DockerCommands:
              timeout_sec: int = 60, output_limit: int = 1 << 20,
              on_output: docker_io.OnOutput | None = None,
              on_started: Callable[[str], None] | None = None,
-             keep_processes: bool = False) -> ExecResult:
+             keep_processes: bool = False, new_files_in: str | None = None) -> ExecResult:
         """Run `command` with `sh -c`, killed after `timeout_sec` (exit 137, timed_out).
 
         What the command leaves running when it ends (a background job, a `setsid`
         daemon) is ended with it, so nothing of one command reads a later one's
         environment, unless `keep_processes` (issue 22 item 7).
+
+        With `new_files_in`, the same exec counts the regular files under that folder
+        the command created or changed (result.new_files): no extra round trip.
 
         `on_output(stream, chunk)` sees the output live (the exit line excluded);
         `on_started(ref)` gets the handle `cancel_exec` takes, before the command starts.
@@ -142,8 +147,10 @@ class DockerCommands:
         # The exit code comes back as the last line of stderr, behind a marker the
         # command cannot guess: one engine round trip (exec inspect) less per exec.
         marker = f"\n.sandlot-exit-{secrets.token_hex(8)}:"
-        argv = ["sh", "-c", 'timeout -s KILL "$1" sh -c "$2"; c=$?; printf "%s%d" "$3" $c >&2; '
-                'exit $c', "sh", str(timeout_sec), command, marker]
+        argv = ["sh", "-c", 'timeout -s KILL "$1" sh -c "$2"; c=$?; n=; if [ -n "$4" ]; then '
+                f'n=$(sh -c \'{NEW_FILES_SCRIPT}\' sh "$4" "$5"); fi; '
+                'printf "%s%d%s" "$3" $c "${n:+:$n}" >&2; exit $c', "sh", str(timeout_sec),
+                command, marker, new_files_in or "", f"{time.time():.6f}"]
         since = docker_reap.now_ticks()
         started = (lambda exec_id: on_started(f"{exec_id}:{since}")) if on_started else None
         run = self._run(data["Id"], argv, user=user_name(user), cwd=cwd, env=env,
@@ -163,7 +170,8 @@ class DockerCommands:
                           exit_code=exit_code, duration_ms=int(run.elapsed * 1000),
                           timed_out=killed or run.deadline_hit, truncated=run.truncated,
                           egress_denied=self.egress.denied_since(egress_id, egress_mark)
-                          if egress_id and egress_mark else ())
+                          if egress_id and egress_mark else (),
+                          new_files=run.new_files if new_files_in else None)
 
     def cancel_exec(self, sandbox_id: str, ref: str) -> bool:
         """Kill a running exec's whole process tree, including what left its process

@@ -174,6 +174,7 @@ class RawRun:
     truncated: bool
     deadline_hit: bool
     exec_id: str = ""
+    new_files: int | None = None
 
 
 OnOutput = Callable[[int, bytes], None]
@@ -295,6 +296,16 @@ def take_exit_marker(err: bytes, marker: str, limit: int) -> tuple[bytes, int | 
     if not found or not code.isdigit():
         return err[:limit], None, len(err) > limit
     return head[:limit], int(code), len(head) > limit
+
+
+def take_new_files(err: bytes, marker: str) -> tuple[bytes, int | None]:
+    """Split the count of new files the wrapper may append to its exit line
+    (`<marker><code>:<count>`) off stderr: (stderr with the plain exit line, the count)."""
+    head, found, tail = err.rpartition(marker.encode()) if marker else (b"", b"", b"")
+    code, colon, count = tail.partition(b":")
+    if not found or not colon or not code.isdigit() or not count.isdigit():
+        return err, None
+    return head + found + code, int(count)
 
 
 def wait_exit_code(api: docker.APIClient, exec_id: str, wait: float = 2.0) -> int | None:

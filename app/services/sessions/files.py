@@ -21,11 +21,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from app.backends.base import Backend, BackendError, SandboxPathNotFound
+from flask import current_app
+
+from app.backends.base import Backend, SandboxPathNotFound
 from app.errors import AppError, BadRequest, Conflict, NotFound, PayloadTooLarge, ValidationFailed
 from app.extensions import db
 from app.models import SandboxConfig, SandboxSession, Tenant
-from app.services import Actor, audit
+from app.services import Actor, audit, capacity
 from app.services.sandboxes.provider import backend_for
 from app.services.sessions import binding
 from app.services.sessions.lifecycle import provider_errors
@@ -45,7 +47,8 @@ LOOK_SEC = 20
 RESOLVE = r"""
 p=$(realpath -e -- "$1" 2>/dev/null) || exit 3
 case "$p" in "$2"|"$2"/*) ;; *) exit 5 ;; esac
-if [ -d "$p" ]; then printf 'd\n%s' "$p"; elif [ -f "$p" ]; then printf 'f\n%s' "$p"
+if [ -d "$p" ]; then printf 'd\n0\n%s' "$p"
+elif [ -f "$p" ]; then printf 'f\n%s\n%s' "$(stat -c %s -- "$p")" "$p"
 else exit 6; fi
 """
 # The folder's regular files (links are not followed), relative, one per line.
@@ -120,12 +123,14 @@ def upload_name(raw: object) -> str:
 
 
 @contextmanager
-def _sandbox(session: SandboxSession) -> Iterator[tuple[Backend, str, SandboxConfig]]:
+def _sandbox(session: SandboxSession, what: str) -> Iterator[tuple[Backend, str, SandboxConfig]]:
+    """The session's running sandbox (resumed if paused) for the block; provider failures
+    become 503 naming `what` was being done."""
     config = owned_or_404(SandboxConfig, session.sandbox_config_id, session.tenant_id,
                           "No such sandbox config in this workspace.")
     backend = backend_for(config.config, session.sandbox_id, session.traffic_token)
     try:
-        with provider_errors(config, "reading the session's files"):
+        with provider_errors(config, what):
             sandbox_id = binding.bound_sandbox(session, backend)
             if sandbox_id is None:
                 raise NotBound()
@@ -134,19 +139,38 @@ def _sandbox(session: SandboxSession) -> Iterator[tuple[Backend, str, SandboxCon
         backend.close()
 
 
+def _transfer(session: SandboxSession):
+    """A file transfer's hold: each holds a server thread and up to FILE_MAX_BYTES of
+    memory while it runs, so a member and a workspace have only a few at once."""
+    cfg = current_app.config
+    return capacity.holding(
+        capacity.Use("file_transfer", session.tenant_id, session.user_id, session.id),
+        (capacity.Limit("file_transfers_per_member", "member",
+                        int(cfg["FILE_TRANSFERS_PER_MEMBER"])),
+         capacity.Limit("file_transfers_per_workspace", "workspace",
+                        int(cfg["FILE_TRANSFERS_PER_WORKSPACE"]))),
+        "file transfers", "wait for one to finish.")
+
+
 def _look(backend: Backend, sandbox_id: str, script: str, *args: str) -> tuple[int, str]:
     command = " ".join(["sh", "-c", shlex.quote(script), "sh", *map(shlex.quote, args)])
     result = backend.exec(sandbox_id, command, timeout_sec=LOOK_SEC, output_limit=1 << 20)
     return result.exit_code, result.stdout
 
 
-def _resolve(backend: Backend, sandbox_id: str, path: str,
-             root: str = WORKSPACE) -> tuple[str, str]:
-    """("d" or "f", the resolved path) of an existing path, its links resolved."""
+@dataclass(frozen=True)
+class _Found:
+    kind: str  # "d" or "f"
+    size: int  # a file's; 0 for a folder
+    path: str  # its links resolved
+
+
+def _resolve(backend: Backend, sandbox_id: str, path: str, root: str = WORKSPACE) -> _Found:
+    """An existing path, its links resolved (refused when they lead out of `root`)."""
     code, out = _look(backend, sandbox_id, RESOLVE, path, root)
     _refuse(code, path, root)
-    kind, _, resolved = out.partition("\n")
-    return kind, resolved
+    kind, size, resolved = (out.split("\n", 2) + ["", ""])[:3]
+    return _Found(kind, int(size) if size.isdigit() else 0, resolved)
 
 
 def _refuse(code: int, path: str, root: str) -> None:
@@ -163,11 +187,11 @@ def _refuse(code: int, path: str, root: str) -> None:
 
 def list_files(session: SandboxSession, raw: object) -> tuple[str, list[Entry]]:
     path = workspace_path(raw)
-    with _sandbox(session) as (backend, sandbox_id, _):
-        kind, resolved = _resolve(backend, sandbox_id, path)
-        if kind != "d":
+    with _sandbox(session, "listing the session's files") as (backend, sandbox_id, _):
+        found = _resolve(backend, sandbox_id, path)
+        if found.kind != "d":
             raise BadRequest(f"{path} is a file; download it instead.")
-        code, out = _look(backend, sandbox_id, LIST, resolved)
+        code, out = _look(backend, sandbox_id, LIST, found.path)
         _refuse(code, path, WORKSPACE)
     entries = []
     for line in out.splitlines()[:LIST_MAX]:
@@ -193,14 +217,17 @@ def download(tenant: Tenant, actor: Actor, session: SandboxSession, raw: object)
     """A file byte for byte, or a folder as a zip of its regular files; at most
     FILE_MAX_BYTES either way."""
     path = workspace_path(raw)
-    with _sandbox(session) as (backend, sandbox_id, _):
-        kind, resolved = _resolve(backend, sandbox_id, path)
-        if kind == "f":
+    with _transfer(session), \
+            _sandbox(session, "downloading from the session's sandbox") as (backend, sid, _):
+        found = _resolve(backend, sid, path)
+        if found.kind == "f":
+            if found.size > FILE_MAX_BYTES:  # refused before anything is read
+                raise _too_large(path)
             result = Download(posixpath.basename(path) or "file",
-                              _read(backend, sandbox_id, resolved, path), zipped=False)
+                              _read(backend, sid, found.path, path), zipped=False)
         else:
             result = Download(f"{posixpath.basename(path) or 'workspace'}.zip",
-                              _zip(backend, sandbox_id, resolved, path), zipped=True)
+                              _zip(backend, sid, found.path, path), zipped=True)
     audit.record(tenant, actor, "session_file.downloaded", "session", session.id,
                  {"path": path, "size": len(result.data), "zipped": result.zipped})
     db.session.commit()
@@ -212,11 +239,7 @@ def _read(backend: Backend, sandbox_id: str, resolved: str, shown: str) -> bytes
         data = backend.read_file(sandbox_id, resolved)
     except SandboxPathNotFound:
         raise NotFound(f"There is no {shown} in this session's sandbox.") from None
-    except BackendError as exc:
-        if "larger than" in str(exc):
-            raise _too_large(shown) from None
-        raise
-    if len(data) > FILE_MAX_BYTES:
+    if len(data) > FILE_MAX_BYTES:  # it grew since its size was read
         raise _too_large(shown)
     return data
 
@@ -260,7 +283,8 @@ def upload(tenant: Tenant, actor: Actor, session: SandboxSession, raw_dir: objec
         raise ValidationFailed.one("file", "Two of the files have the same name.")
     if sum(len(data) for _, data in named) > FILE_MAX_BYTES:
         raise _too_large("the upload")
-    with _sandbox(session) as (backend, sandbox_id, _):
+    with _transfer(session), \
+            _sandbox(session, "uploading into the session's sandbox") as (backend, sandbox_id, _):
         code, out = _look(backend, sandbox_id, PREPARE_UPLOAD, folder, INPUT,
                           *(name for name, _ in named))
         if code == 7:
@@ -284,9 +308,8 @@ def delete(tenant: Tenant, actor: Actor, session: SandboxSession, raw: object) -
     if path == WORKSPACE:
         raise ValidationFailed.one("path", "The workspace folder itself cannot be deleted.")
     parent, name = posixpath.split(path)
-    with _sandbox(session) as (backend, sandbox_id, _):
-        _, resolved_parent = _resolve(backend, sandbox_id, parent)
-        target = posixpath.join(resolved_parent, name)
+    with _sandbox(session, "deleting from the session's sandbox") as (backend, sandbox_id, _):
+        target = posixpath.join(_resolve(backend, sandbox_id, parent).path, name)
         code, _ = _look(backend, sandbox_id, '[ -e "$1" ] || [ -L "$1" ] || exit 3', target)
         _refuse(code, path, WORKSPACE)
         backend.remove(sandbox_id, target)

@@ -23,6 +23,7 @@ from app.backends.base import (
     SandboxNotFound,
     SandboxStale,
 )
+from app.backends.sandbox_paths import OUTPUT_DIR
 from app.errors import Forbidden, NotFound, ValidationFailed
 from app.extensions import db
 from app.models import BindingState, SandboxConfig, SandboxSession, Tenant, User
@@ -59,6 +60,7 @@ class ExecOutcome:
     reused: bool
     missing_env: list[str] | None = None
     egress_denied: list[dict] | None = None  # [{host, port, count}] the gateway refused
+    new_files: int | None = None  # files a run created or changed in /workspace/output
 
 
 # -- sessions -----------------------------------------------------------------------------
@@ -227,6 +229,8 @@ def exec_prepared(session: SandboxSession, command: str, prepared: Prepared,
             run = exec_capture.wrap(command, resolution.capturable, capture_to)
     exec_args = {"cwd": cwd, "env": env, "timeout_sec": prepared.timeout,
                  "output_limit": OUTPUT_LIMIT}
+    if live is not None:  # a run: say whether it left files in /workspace/output
+        exec_args["new_files_in"] = OUTPUT_DIR
     if prepared.keep_processes and doc["sandbox_type"] == "docker":
         exec_args["keep_processes"] = True  # E2B and Cube never end what a command left
     with provider_errors(config, "running a command"):
@@ -304,7 +308,8 @@ def _outcome(result: ExecResult, sandbox_id: str, reused: bool) -> ExecOutcome:
         stdout += f"\n[output truncated: only the first {OUTPUT_LIMIT // 1024} KiB are shown]\n"
     return ExecOutcome(stdout, result.stderr, result.exit_code, result.duration_ms,
                        result.timed_out, result.truncated, sandbox_id, reused,
-                       egress_denied=[dict(d) for d in result.egress_denied])
+                       egress_denied=[dict(d) for d in result.egress_denied],
+                       new_files=result.new_files)
 
 
 @contextmanager

@@ -219,7 +219,8 @@ class _RunWriter:
         status = (RunStatus.timed_out if outcome.timed_out
                   else RunStatus.succeeded if outcome.exit_code == 0 else RunStatus.failed)
         self._finish(status, outcome.exit_code, outcome.duration_ms, sandbox=outcome.sandbox_id,
-                     touched=True, egress_denied=outcome.egress_denied or None)
+                     touched=True, egress_denied=outcome.egress_denied or None,
+                     new_output_files=outcome.new_files)
         return outcome
 
     def persist(self) -> None:
@@ -280,9 +281,11 @@ class _RunWriter:
 
     def _finish(self, status: RunStatus, exit_code: int | None, duration_ms: int,
                 error: str | None = None, sandbox: str | None = None,
-                touched: bool = False, egress_denied: list[dict] | None = None) -> None:
+                touched: bool = False, egress_denied: list[dict] | None = None,
+                new_output_files: int | None = None) -> None:
         values = {"status": status, "exit_code": exit_code, "duration_ms": duration_ms,
-                  "finished_at": utcnow(), "error": error, "egress_denied": egress_denied}
+                  "finished_at": utcnow(), "error": error, "egress_denied": egress_denied,
+                  "new_output_files": new_output_files}
         if sandbox:
             values["sandbox_id"] = sandbox
         with self.lock:

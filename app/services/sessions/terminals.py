@@ -7,9 +7,10 @@ to a login shell on a PTY in the session's sandbox, as the sandbox user, with th
 environment and egress policy a command of the member gets.
 
 Capacity: at most PER_SESSION terminals per session (the reference's 5), and at most
-TERMINALS_PER_MEMBER and TERMINALS_PER_WORKSPACE, counted from `open_terminals` rows so
-every process sees the same use; past one, 429 `quota_exceeded`. Each relay holds a
-server thread, so one process also serves at most TERMINALS_MAX at once (503 past it).
+TERMINALS_PER_MEMBER and TERMINALS_PER_WORKSPACE, counted from capacity holds
+(app.services.capacity) so every process sees the same use; past one, 429
+`quota_exceeded`. Each relay holds a server thread, so one process also serves at most
+TERMINALS_MAX at once (503 past it).
 A terminal closes after the config's `terminal_idle_disconnect_sec` without input (0:
 IDLE_DEFAULT_SEC), when the session ends, and when its member signs out, is removed or
 loses the sandbox. Opening one is in the activity log; what is typed is never stored.
@@ -23,13 +24,12 @@ import logging
 import secrets
 import threading
 import time
-import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
 
 from flask import current_app
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, select, update
 
 from app.backends.base import Terminal
 from app.errors import AppError, Unauthorized, Unavailable
@@ -38,7 +38,6 @@ from app.models import (
     BindingState,
     LoginSession,
     Membership,
-    OpenTerminal,
     SandboxConfig,
     SandboxSession,
     Tenant,
@@ -46,8 +45,7 @@ from app.models import (
     User,
 )
 from app.models.types import utcnow
-from app.services import audit
-from app.services.quotas import OverQuota
+from app.services import audit, capacity
 from app.services.sandboxes.provider import backend_for
 from app.services.sessions import binding, lifecycle
 from app.services.sessions.files import NotBound
@@ -58,7 +56,6 @@ TICKET_SEC = 120
 PER_SESSION = 5
 IDLE_DEFAULT_SEC = 900
 HEARTBEAT_SEC = 10.0  # how often an open terminal's row is refreshed and its rights read
-STALE_SEC = 45  # a row not refreshed for this long (its process died) no longer counts
 POLL_SEC = 1.0  # the relay's longest wait before it looks at the clock again
 MIN_SIZE, MAX_SIZE = 2, 1000  # columns and rows a client may ask for
 INVALID_TICKET = ("This terminal ticket is not valid: a ticket opens one terminal, within "
@@ -108,7 +105,7 @@ def issue_ticket(tenant: Tenant, user: User, session: SandboxSession,
     lifecycle.precheck(tenant, user, session, "sh", None, None)
     if session.binding_state != BindingState.bound:
         raise NotBound()
-    _admit(session, count_only=True)
+    capacity.check(_use(session), _limits(), "terminals", ADVICE)
     token = secrets.token_urlsafe(32)
     now = utcnow()
     db.session.execute(delete(TerminalTicket).where(
@@ -194,34 +191,19 @@ def _slots() -> _ProcessSlots:
     return current_app.extensions.setdefault("terminal_slots", _ProcessSlots())
 
 
-def _admit(session: SandboxSession, count_only: bool = False) -> str | None:
-    """Room for one more terminal of the session, its member and its workspace (a row
-    that holds it, unless `count_only`), or 429 naming the limit that is reached."""
+def _use(session: SandboxSession) -> capacity.Use:
+    return capacity.Use("terminal", session.tenant_id, session.user_id, session.id)
+
+
+def _limits() -> tuple[capacity.Limit, ...]:
     cfg = current_app.config
-    if not count_only:  # one admission at a time per workspace (PostgreSQL)
-        db.session.execute(select(Tenant.id).where(Tenant.id == session.tenant_id)
-                           .with_for_update())
-    live = OpenTerminal.seen_at > utcnow() - timedelta(seconds=STALE_SEC)
-    counts = db.session.execute(select(
-        func.count().filter(OpenTerminal.session_id == session.id),
-        func.count().filter(OpenTerminal.user_id == session.user_id),
-        func.count()).where(OpenTerminal.tenant_id == session.tenant_id, live)).one()
-    limits = (("terminals_per_session", PER_SESSION, "session"),
-              ("terminals_per_member", int(cfg["TERMINALS_PER_MEMBER"]), "member"),
-              ("terminals_per_workspace", int(cfg["TERMINALS_PER_WORKSPACE"]), "workspace"))
-    for (name, limit, whose), used in zip(limits, counts, strict=True):
-        if used >= limit:
-            db.session.rollback()
-            raise OverQuota.of(name, limit, used, (
-                f"A {whose} may have at most {limit} terminals open at once, and {used} "
-                f"{'is' if used == 1 else 'are'} open; close one (another tab) first."))
-    if count_only:
-        return None
-    row = OpenTerminal(id=str(uuid.uuid4()), tenant_id=session.tenant_id,
-                       user_id=session.user_id, session_id=session.id)
-    db.session.add(row)
-    db.session.commit()
-    return row.id
+    return (capacity.Limit("terminals_per_session", "session", PER_SESSION),
+            capacity.Limit("terminals_per_member", "member", int(cfg["TERMINALS_PER_MEMBER"])),
+            capacity.Limit("terminals_per_workspace", "workspace",
+                           int(cfg["TERMINALS_PER_WORKSPACE"])))
+
+
+ADVICE = "close one (another tab) first."
 
 
 # -- the relay ----------------------------------------------------------------------------
@@ -267,7 +249,7 @@ def _relay_admitted(ws: Socket, who: Redeemed, cols: int, rows: int) -> Closing:
     try:
         prepared = lifecycle.precheck(who.tenant, who.user, who.session, "sh", None, None)
         config = _config(who.session)
-        row_id = _admit(who.session)
+        row_id = capacity.admit(_use(who.session), _limits(), "terminals", ADVICE)
     except AppError as exc:
         db.session.rollback()
         return Closing(exc.code, exc.message, 4000 + exc.status)
@@ -292,9 +274,7 @@ def _relay_admitted(ws: Socket, who: Redeemed, cols: int, rows: int) -> Closing:
             term.close()
     finally:
         backend.close()
-        db.session.rollback()
-        db.session.execute(delete(OpenTerminal).where(OpenTerminal.id == row_id))
-        db.session.commit()
+        capacity.release(row_id)
 
 
 def _pump(ws: Socket, term: Terminal, who: Redeemed, row_id: str, idle_sec: int) -> Closing:
@@ -365,9 +345,7 @@ def _still_allowed(who: Redeemed, row_id: str) -> Closing | None:
                 return Closing("session_ended", "The session ended.", 4410)
             return Closing("revoked", "You signed out or no longer have access to this "
                            "session.", 4401)
-        db.session.execute(update(OpenTerminal).where(OpenTerminal.id == row_id)
-                           .values(seen_at=utcnow()))
-        db.session.commit()
+        capacity.refresh(row_id)
     except Exception:  # noqa: BLE001 - a database hiccup: keep the shell, try next beat
         db.session.rollback()
         log.warning("terminal heartbeat failed", exc_info=True)

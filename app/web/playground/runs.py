@@ -37,6 +37,7 @@ def run_view(run: ExecRun) -> dict[str, Any]:
             "duration_ms": run.duration_ms, "stdout": run.stdout, "stderr": run.stderr,
             "truncated": run.truncated, "error": run.error,
             "egress_denied": run.egress_denied or [],
+            "new_output_files": run.new_output_files,
             "cancel_requested": run.cancel_requested,
             "can_stop": running and not run.cancel_requested, "skill": run.skill,
             "sandbox_id": run.sandbox_id, "created_at": run.created_at}
