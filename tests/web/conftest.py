@@ -89,3 +89,26 @@ def tab(chromium, live_server, request):
     page.on("dialog", lambda dialog: dialog.accept())
     yield page
     context.close()
+
+
+@pytest.fixture
+def docker_sessions(app):
+    """A member's two sessions on a local Docker config (no network): "Data work", whose
+    sandbox runs, and "Not started", which has none yet. Both sandboxes go at the end."""
+    from app.services import audit
+    from app.services.sandboxes import configs
+    from app.services.sessions import lifecycle as sessions
+    from tests import factories
+    from tests.backends.conftest import BASE_IMAGE, require_docker
+
+    require_docker()
+    group = factories.populate("Acme Research")
+    config = configs.create_config(group.tenant, audit.SystemActor("tests"), "Local Docker",
+                                   "", factories.config_doc("docker", {
+                                       "image": BASE_IMAGE, "network_mode": "none"}))
+    session = sessions.create_session(group.tenant, group.contributor, config.id, "Data work")
+    assert sessions.exec_command(group.tenant, group.contributor, session, "true").exit_code == 0
+    fresh = sessions.create_session(group.tenant, group.contributor, config.id, "Not started")
+    yield group, session, fresh
+    sessions.destroy_sandboxes(session)
+    sessions.destroy_sandboxes(fresh)

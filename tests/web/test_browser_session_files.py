@@ -7,11 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.services import audit
-from app.services.sandboxes import configs as service
 from app.services.sessions import lifecycle as sessions
-from tests import factories
-from tests.backends.conftest import BASE_IMAGE, require_docker
 from tests.web._support import confirm
 from tests.web.test_a11y import PHONE, overflow, serious
 from tests.web.test_browser import shot, sign_in
@@ -21,18 +17,11 @@ CONTENT = bytes(range(256)) * 16
 
 
 @pytest.fixture
-def workspace(app):
-    require_docker()
-    group = factories.populate("Acme Research")
-    config = service.create_config(group.tenant, audit.SystemActor("tests"), "Local Docker",
-                                   "", factories.config_doc("docker", {
-                                       "image": BASE_IMAGE, "network_mode": "none"}))
-    session = sessions.create_session(group.tenant, group.contributor, config.id, "Data work")
+def workspace(docker_sessions):
+    group, session, _ = docker_sessions
     sessions.exec_command(group.tenant, group.contributor, session,
                           "mkdir -p /workspace/output && echo 42 > /workspace/output/answer.txt")
-    fresh = sessions.create_session(group.tenant, group.contributor, config.id, "Not started")
-    yield group, session, fresh
-    sessions.destroy_sandboxes(session)
+    return docker_sessions
 
 
 def test_a_member_uploads_downloads_and_deletes_a_session_s_files(tab, workspace, tmp_path):
