@@ -68,14 +68,15 @@ def terminal_socket(session_id):
 
 def _after_websocket(ws: Server) -> Response:
     """What the server is handed once the socket closed: the WSGI servers each want
-    their own sign that the connection was taken over (as flask-sock does)."""
+    their own sign that the connection was taken over, so that none writes an HTTP answer
+    onto the closed WebSocket (a browser reports that as an invalid frame)."""
 
     class Done(Response):
         def __call__(self, *args, **kwargs):
             if ws.mode == "gunicorn":
                 raise StopIteration()
-            if ws.mode == "werkzeug":
-                return super().__call__(*args, **kwargs)
+            if ws.mode == "werkzeug":  # a dropped connection: it writes nothing more
+                raise ConnectionError()
             return []
 
     return Done()
