@@ -19,13 +19,14 @@ from app.models import (
     BindingState,
     LoginSession,
     Membership,
+    SandboxSession,
     TerminalTicket,
 )
 from app.models.types import utcnow
 from app.services import audit, capacity
 from app.services.sandboxes import configs as service
+from app.services.sessions import binding, terminals
 from app.services.sessions import lifecycle as sessions
-from app.services.sessions import terminals
 from tests.backends.conftest import BASE_IMAGE, require_docker
 from tests.conftest import csrf_token
 from tests.factories import config_doc
@@ -258,5 +259,14 @@ def test_idle_terminals_and_ended_sessions_close_with_a_sentence(
     monkeypatch.setattr(terminals, "HEARTBEAT_SEC", 0.3)
     live = Term(live_server, new_ticket(api, session)["url"])
     live.until(b"$ ")
+    # While it is open the session is in use: its sandbox is not paused as idle.
+    long_ago = utcnow() - timedelta(days=1)
+    db.session.execute(update(SandboxSession).where(SandboxSession.id == session.id)
+                       .values(last_used_at=long_ago))
+    db.session.commit()
+    time.sleep(1)
+    assert binding.pause_idle() == 0
+    db.session.expire_all()
+    assert db.session.get(SandboxSession, session.id).last_used_at > long_ago
     sessions.delete_session(a.tenant, a.contributor, db.session.merge(session))
     assert live.closed(seconds=10)["reason"] in ("session_ended", "ended")

@@ -337,7 +337,8 @@ def _take(term: Terminal, message: bytes | str) -> None:
 
 def _still_allowed(who: Redeemed) -> Closing | None:
     """A reason to close when the terminal's session ended or its member may no longer
-    use it."""
+    use it; else the session is marked used, so that an open terminal's sandbox is not
+    paused as idle under it (binding.pause_idle)."""
     try:
         db.session.expire_all()
         if _holder(who) is None:
@@ -345,6 +346,9 @@ def _still_allowed(who: Redeemed) -> Closing | None:
                 return Closing("session_ended", "The session ended.", 4410)
             return Closing("revoked", "You signed out or no longer have access to this "
                            "session.", 4401)
+        db.session.execute(update(SandboxSession).where(SandboxSession.id == who.session.id)
+                           .values(last_used_at=utcnow()))
+        db.session.commit()
     except Exception:  # noqa: BLE001 - a database hiccup: keep the shell, try next beat
         log.warning("terminal heartbeat failed", exc_info=True)
     finally:
