@@ -264,9 +264,11 @@ def test_idle_terminals_and_ended_sessions_close_with_a_sentence(
     db.session.execute(update(SandboxSession).where(SandboxSession.id == session.id)
                        .values(last_used_at=long_ago))
     db.session.commit()
-    time.sleep(1)
+    deadline = time.monotonic() + 5  # the next heartbeat (at most a poll's wait late)
+    while db.session.get(SandboxSession, session.id, populate_existing=True)\
+            .last_used_at <= long_ago:
+        assert time.monotonic() < deadline, "the open terminal did not mark its session used"
+        time.sleep(0.2)
     assert binding.pause_idle() == 0
-    db.session.expire_all()
-    assert db.session.get(SandboxSession, session.id).last_used_at > long_ago
     sessions.delete_session(a.tenant, a.contributor, db.session.merge(session))
     assert live.closed(seconds=10)["reason"] in ("session_ended", "ended")
