@@ -1,0 +1,43 @@
+"""The web terminal on E2B and Cube, end to end: a ticket, the WebSocket, and a shell in
+the session's sandbox through the real SDK's PTY against the local fake provider, with
+the environment a command gets."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.api.test_session_terminal import Term, new_ticket
+from tests.api.test_sessions_remote import CONFIGS, provider  # noqa: F401 - the fixture
+
+pytestmark = pytest.mark.usefixtures("private_endpoints")
+
+
+def test_a_terminal_round_trip_on_a_remote_provider(two_tenants, bearer, provider,  # noqa: F811
+                                                     live_server):
+    kind, server = provider
+    a, _ = two_tenants
+    admin = bearer(a.admin, a.tenant)
+    settings = server.settings()
+    allow_private = settings.pop("allow_private_endpoints")
+    config = admin.post(CONFIGS, json={"name": kind, "config": {
+        "sandbox_type": kind, "allow_private_endpoints": allow_private, kind: settings,
+        "env_vars": {"FROM_CONFIG": "yes"}}}).json["data"]
+    member = bearer(a.contributor, a.tenant)
+    session_id = member.post("/api/v1/sessions",
+                             json={"sandbox_config_id": config["id"]}).json["data"]["id"]
+    assert member.post(f"/api/v1/sessions/{session_id}/exec",
+                       json={"command": "true"}).status_code == 200
+
+    class Session:
+        id = session_id
+
+    term = Term(live_server, new_ticket(member, Session)["url"])
+    try:
+        term.until(b"$ ", seconds=20)
+        term.type("echo hi-$((6*7)) $(id -un) $(pwd) $FROM_CONFIG; stty size\r")
+        term.until(b"hi-42 sandbox /workspace yes")
+        term.until(b"30 100")
+        term.type("exit\r")
+        assert term.closed(seconds=20)["reason"] == "ended"
+    finally:
+        term.close()
