@@ -125,7 +125,12 @@ def open_rows(session) -> int:
 
 def test_a_terminal_round_trip_in_the_sessions_sandbox(world, bearer, live_server):
     a, _, session = world
-    answer = new_ticket(bearer(a.contributor, a.tenant), session)
+    member = bearer(a.contributor, a.tenant)
+    # The member's own config-wide variable reaches their shell as it reaches a command.
+    assert member.put("/api/v1/me/env-vars/sandbox", json={
+        "sandbox_config_id": session.sandbox_config_id, "name": "MY_WIDE",
+        "value": "members-own"}).status_code == 200
+    answer = new_ticket(member, session)
     assert answer["expires_in"] == 120 and answer["idle_sec"] == 900
     assert answer["url"] == f"/api/v1/sessions/{session.id}/terminal?ticket={answer['ticket']}"
 
@@ -133,8 +138,8 @@ def test_a_terminal_round_trip_in_the_sessions_sandbox(world, bearer, live_serve
     try:
         term.until(b"$ ")
         assert term.control[0] == {"type": "ready", "idle_sec": 900}
-        term.type("echo hi-$((6*7)) $(id -un) $(pwd); stty size\r")
-        term.until(b"hi-42 sandbox /workspace")
+        term.type("echo hi-$((6*7)) $(id -un) $(pwd) $MY_WIDE; stty size\r")
+        term.until(b"hi-42 sandbox /workspace members-own")
         term.until(b"30 100")
         term.ws.send(json.dumps({"type": "resize", "cols": 132, "rows": 40}))
         term.type("stty size\r")
