@@ -68,13 +68,13 @@ class ExecOutcome:
 def create_session(tenant: Tenant, user: User, config_id: str, title: str = "") -> SandboxSession:
     if "\0" in title:
         raise ValidationFailed.one("title", "must not contain NUL")
-    config = _live_config(tenant.id, config_id)
+    config = live_config(tenant.id, config_id)
     endpoints.require_backend(config.config)
     session = SandboxSession(id=str(uuid.uuid4()), tenant_id=tenant.id, user_id=user.id,
                              sandbox_config_id=config.id, title=title.strip()[:200],
                              binding_state=BindingState.none)
     db.session.add(session)
-    audit.record(tenant, _Actor(user), "session.created", "session", session.id,
+    audit.record(tenant, MemberActor(user), "session.created", "session", session.id,
                  {"sandbox_config_id": config.id})
     db.session.commit()
     return session
@@ -109,7 +109,7 @@ def delete_session(tenant: Tenant, user: User, session: SandboxSession) -> None:
     config = db.session.get(SandboxConfig, session.sandbox_config_id)
     with provider_errors(config, "ending a session"):
         destroy_sandboxes(session)
-    audit.record(tenant, _Actor(user), "session.deleted", "session", session.id)
+    audit.record(tenant, MemberActor(user), "session.deleted", "session", session.id)
     db.session.delete(session)
     db.session.commit()
 
@@ -157,7 +157,7 @@ def _prepare(tenant: Tenant, user: User, session: SandboxSession, command: str,
     if tenant.scripts_disabled:
         raise Forbidden("Script execution is turned off for this workspace.",
                         code="workspace_scripts_disabled")
-    config = _live_config(tenant.id, session.sandbox_config_id)
+    config = live_config(tenant.id, session.sandbox_config_id)
     if config.is_cordoned(utcnow()):
         raise cordoned()
     endpoints.require_backend(config.config)
@@ -214,7 +214,7 @@ def exec_prepared(session: SandboxSession, command: str, prepared: Prepared,
     """`exec_command` after its checks (`precheck`, moments ago): a run's thread. The
     config is read again (this thread's own row, to build the backend and bind); with
     `looked`, `session` was read just now by this thread and is not refreshed first."""
-    config = _live_config(prepared.who.tenant_id, prepared.config_id)
+    config = live_config(prepared.who.tenant_id, prepared.config_id)
     installed = skill_exec.usable_skill(config, prepared.skill) if prepared.skill else None
     doc, resolution, who = config.config, prepared.resolution, prepared.who
     env, cwd = dict(resolution.env), None
@@ -284,7 +284,7 @@ def _backend(session: SandboxSession, doc: dict[str, Any]) -> Backend:
     return backend_for(doc, session.sandbox_id, session.traffic_token)
 
 
-def _live_config(tenant_id: int, config_id: str) -> SandboxConfig:
+def live_config(tenant_id: int, config_id: str) -> SandboxConfig:
     return owned_or_404(SandboxConfig, config_id, tenant_id,
                         "No such sandbox config in this workspace.")
 
@@ -323,7 +323,9 @@ def provider_errors(config: SandboxConfig | None, what: str) -> Iterator[None]:
         raise incidents.provider_failed(exc, config, what) from exc
 
 
-class _Actor:
+class MemberActor:
+    """A member as the activity log names them (services take the actor as data)."""
+
     def __init__(self, user: User):
         self.actor_id = user.id
         self.actor_label = user.email

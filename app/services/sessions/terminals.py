@@ -93,7 +93,7 @@ def _digest(token: str) -> str:
 
 
 def _config(session: SandboxSession) -> SandboxConfig:
-    return lifecycle._live_config(session.tenant_id, session.sandbox_config_id)
+    return lifecycle.live_config(session.tenant_id, session.sandbox_config_id)
 
 
 # -- tickets ------------------------------------------------------------------------------
@@ -265,7 +265,7 @@ def _relay_admitted(ws: Socket, who: Redeemed, cols: int, rows: int) -> Closing:
         except AppError as exc:
             db.session.rollback()
             return Closing(exc.code, exc.message, 4000 + exc.status)
-        audit.record(who.tenant, lifecycle._Actor(who.user), "session.terminal_opened",
+        audit.record(who.tenant, lifecycle.MemberActor(who.user), "session.terminal_opened",
                      "session", who.session.id, {"sandbox_config_id": config.id})
         db.session.commit()  # no pooled connection is held while the terminal is open
         try:
@@ -379,7 +379,7 @@ def start_sandbox(tenant: Tenant, user: User, session: SandboxSession) -> None:
             binding.ensure_sandbox(session, config, backend)
         finally:
             backend.close()
-    audit.record(tenant, lifecycle._Actor(user), "session.sandbox_started", "session",
+    audit.record(tenant, lifecycle.MemberActor(user), "session.sandbox_started", "session",
                  session.id)
     db.session.commit()
 
