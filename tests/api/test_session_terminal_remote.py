@@ -4,8 +4,11 @@ the environment a command gets."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from app.services.sessions import terminals
 from tests.api.test_session_terminal import Term, new_ticket
 from tests.api.test_sessions_remote import CONFIGS, provider  # noqa: F401 - the fixture
 
@@ -13,7 +16,8 @@ pytestmark = pytest.mark.usefixtures("private_endpoints")
 
 
 def test_a_terminal_round_trip_on_a_remote_provider(two_tenants, bearer, provider,  # noqa: F811
-                                                     live_server):
+                                                     live_server, monkeypatch):
+    monkeypatch.setattr(terminals, "KEEPALIVE_SEC", 0.5)
     kind, server = provider
     a, _ = two_tenants
     admin = bearer(a.admin, a.tenant)
@@ -37,6 +41,12 @@ def test_a_terminal_round_trip_on_a_remote_provider(two_tenants, bearer, provide
         term.type("echo hi-$((6*7)) $(id -un) $(pwd) $FROM_CONFIG; stty size\r")
         term.until(b"hi-42 sandbox /workspace yes")
         term.until(b"30 100")
+        # The provider's own timeout is pushed back while the terminal is open.
+        deadline = time.monotonic() + 10
+        while not any(c.path.endswith("/timeout") for c in server.calls):
+            assert time.monotonic() < deadline, "the sandbox's timeout was never refreshed"
+            term.type("true\r")
+            time.sleep(0.3)
         term.type("exit\r")
         assert term.closed(seconds=20)["reason"] == "ended"
     finally:

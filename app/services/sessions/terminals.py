@@ -24,6 +24,7 @@ import logging
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
@@ -31,7 +32,7 @@ from typing import Any, Protocol
 from flask import current_app
 from sqlalchemy import delete, select, update
 
-from app.backends.base import Terminal
+from app.backends.base import Backend, BackendError, Terminal
 from app.errors import AppError, Unauthorized, Unavailable
 from app.extensions import db
 from app.models import (
@@ -56,6 +57,7 @@ TICKET_SEC = 120
 PER_SESSION = 5
 IDLE_DEFAULT_SEC = 900
 HEARTBEAT_SEC = 10.0  # how often an open terminal's session and member are read again
+KEEPALIVE_SEC = 60.0  # how often a provider's own sandbox timeout is pushed back (E2B, Cube)
 POLL_SEC = 1.0  # the relay's longest wait before it looks at the clock again
 MIN_SIZE, MAX_SIZE = 2, 1000  # columns and rows a client may ask for
 INVALID_TICKET = ("This terminal ticket is not valid: a ticket opens one terminal, within "
@@ -267,9 +269,11 @@ def _relay_admitted(ws: Socket, who: Redeemed, cols: int, rows: int) -> Closing:
             return Closing(exc.code, exc.message, 4000 + exc.status)
         audit.record(who.tenant, lifecycle.MemberActor(who.user), "session.terminal_opened",
                      "session", who.session.id, {"sandbox_config_id": config.id})
+        keep_alive = _keep_alive(backend, sandbox_id, binding.session_spec(
+            who.session, config, who.session.binding_version).timeout_sec)
         db.session.commit()  # no pooled connection is held while the terminal is open
         try:
-            return _pump(ws, term, who, idle_seconds(config.config))
+            return _pump(ws, term, who, idle_seconds(config.config), keep_alive)
         finally:
             term.close()
     finally:
@@ -277,9 +281,25 @@ def _relay_admitted(ws: Socket, who: Redeemed, cols: int, rows: int) -> Closing:
         capacity.release(row_id)
 
 
-def _pump(ws: Socket, term: Terminal, who: Redeemed, idle_sec: int) -> Closing:
+def _keep_alive(backend: Backend, sandbox_id: str, seconds: int) -> Callable[[], None]:
+    """What keeps the provider from pausing the sandbox under an open terminal: E2B and
+    Cube time a sandbox out by their own clock, which a shell's traffic does not reset
+    (Docker's idle pause reads the session's last use, which the heartbeat marks)."""
+    if not backend.capabilities.timeout_refresh:
+        return lambda: None
+
+    def push_back() -> None:
+        try:
+            backend.set_timeout(sandbox_id, seconds)
+        except BackendError as exc:  # the next beat tries again
+            log.warning("terminal could not refresh the sandbox timeout: %s", exc.reason)
+    return push_back
+
+
+def _pump(ws: Socket, term: Terminal, who: Redeemed, idle_sec: int,
+          keep_alive: Callable[[], None]) -> Closing:
     """Shell output to the socket on a thread of its own; keystrokes, resizes and the
-    clocks (idle, heartbeat) on this one."""
+    clocks (idle, heartbeat, the provider's timeout) on this one."""
     ended = threading.Event()
 
     def output() -> None:
@@ -299,7 +319,7 @@ def _pump(ws: Socket, term: Terminal, who: Redeemed, idle_sec: int) -> Closing:
     reader = threading.Thread(target=output, name="terminal-output", daemon=True)
     reader.start()
     now = time.monotonic()
-    idle_at, beat_at = now + idle_sec, now + HEARTBEAT_SEC
+    idle_at, beat_at, alive_at = now + idle_sec, now + HEARTBEAT_SEC, now + KEEPALIVE_SEC
     try:
         while not ended.is_set():
             message = ws.receive(timeout=min(POLL_SEC, max(0.0, idle_at - time.monotonic())))
@@ -315,6 +335,9 @@ def _pump(ws: Socket, term: Terminal, who: Redeemed, idle_sec: int) -> Closing:
                 closing = _still_allowed(who)
                 if closing is not None:
                     return closing
+            if now >= alive_at:
+                alive_at = now + KEEPALIVE_SEC
+                keep_alive()
         return Closing("ended", "The shell ended.")
     finally:
         ended.set()
