@@ -1,11 +1,13 @@
 """A session's Files page in headless Chromium (issue 26 item 3): from the Playground to
-the folder, an upload into /workspace/input that the sandbox sees, a byte-identical
-download, a delete asked in place; the page without a sandbox; phone layout and axe.
+the folder, an upload into /workspace/input that the session's terminal lists, a
+byte-identical download, a link to /etc/shadow refused, a delete asked in place; the page
+without a sandbox; phone layout and axe.
 Screenshots at 1440x900 and 390x844."""
 
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import expect
 
 from app.services.sessions import lifecycle as sessions
 from tests.web._support import confirm
@@ -40,8 +42,14 @@ def test_a_member_uploads_downloads_and_deletes_a_session_s_files(tab, workspace
     tab.get_by_label("Files to upload").set_input_files(str(source))
     tab.get_by_role("button", name="Upload", exact=True).click()
     tab.get_by_text("Uploaded data.bin to /workspace/input.").wait_for()
-    assert "data.bin" in sessions.exec_command(group.tenant, group.contributor, session,
-                                               "ls /workspace/input").stdout
+    # The upload is in the sandbox: the session's terminal lists it.
+    tab.goto(f"/playground/{session.id}/terminal")
+    expect(tab.get_by_role("status")).to_have_text("Connected.")
+    tab.keyboard.type("ls -l /workspace/input | grep -c data.bin | sed s/^/found-/")
+    tab.keyboard.press("Enter")
+    expect(tab.locator(".term-screen .xterm-rows")).to_contain_text("found-1")
+    tab.get_by_role("link", name="Files").click()
+    tab.get_by_role("link", name="input").click()
     with tab.expect_download() as download:
         tab.get_by_role("link", name="data.bin").click()
     assert open(download.value.path(), "rb").read() == CONTENT
@@ -67,6 +75,16 @@ def test_a_member_uploads_downloads_and_deletes_a_session_s_files(tab, workspace
     shot(tab, "session-files-delete-mobile.png")
     tab.get_by_role("button", name="Delete").click()
     tab.get_by_text("Deleted /workspace/output/answer.txt.").wait_for()
+
+    # A link in /workspace to /etc/shadow is listed, never followed.
+    sessions.exec_command(group.tenant, group.contributor, session,
+                          "ln -sf /etc/shadow /workspace/output/shadow")
+    tab.goto(f"/playground/{session.id}/files?path=/workspace/output")
+    tab.locator(".files-link", has_text="shadow").wait_for()
+    assert tab.get_by_role("link", name="shadow").count() == 0
+    tab.goto(f"/playground/{session.id}/files/download?path=/workspace/output/shadow")
+    tab.get_by_text("leads outside /workspace through a link").wait_for()
+    assert "root:" not in tab.content()
 
     tab.goto(f"/playground/{fresh.id}/files")
     tab.get_by_text("No sandbox yet").wait_for()
