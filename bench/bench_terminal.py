@@ -171,14 +171,17 @@ class LeanWebShell(Shell):
         self.ws = WSConnection(ConnectionType.CLIENT)
         self.sock.sendall(self.ws.send(Request(host=url.netloc, target=f"{url.path}?{url.query}",
                                                extensions=[PerMessageDeflate()])))
-        self.accepted = False
+        self.accepted, self.early = False, b""
         while not self.accepted:
-            self.recv(10)
+            self.early += self.recv(10)  # what came with the handshake's answer
 
     def send(self, data: bytes) -> None:
         self.sock.sendall(self.ws.send(Message(data=data)))
 
     def recv(self, timeout: float) -> bytes:
+        if self.accepted and self.early:
+            early, self.early = self.early, b""
+            return early
         ready, _, _ = select.select([self.sock], [], [], max(0.0, timeout))
         if not ready:
             return b""
@@ -395,12 +398,13 @@ per shell, one lowercase letter is sent and the clock stops when that letter com
 then a DEL is sent and its echo (a backspace) awaited unclocked, so the line stays empty; a
 {GAP_SEC * 1000:.0f} ms pause precedes each key and the shells take turns key by key. The web
 terminal is a ticket from `POST /sessions/:id/terminal-tickets` and its WebSocket
-(simple_websocket's client, binary frames, permessage-deflate as negotiated): keystroke
+(simple_websocket's client, binary frames, no compression offered): keystroke
 frame -> the relay's thread, which reads the WebSocket itself -> the exec's socket ->
 dockerd -> the PTY, and back through the relay's output thread as one frame. The second
 web row is the same terminal from a client that reads its socket on the calling thread,
-as a browser's event loop does (simple_websocket's client hands each frame over from a
-reader thread of its own, a cost of the bench's client, not of the relay). The last two
+as a browser's event loop does, and offers permessage-deflate as browsers do
+(simple_websocket's client hands each frame over from a reader thread of its own, a cost
+of the bench's client, not of the relay). The last two
 rows are a phase of their own, with the 64 terminals open: one of them against a raw exec
 in its container, compared with each other. The raw baseline is the
 same TTY exec through the docker SDK, its socket read and written directly by this process;
@@ -414,26 +418,30 @@ output thread and their buffers.""".replace(
     "\n", " ")
 
 
-WHERE = """Where the time goes (a profiling run of this bench on 2026-12-04, the worker
-instrumented, then under strace and py-spy): the shell's echo through dockerd takes the
-same time in both paths (0.3 to 0.4 ms); what the web terminal adds is one more process
-hop each way. A keystroke's frame crosses loopback TCP to the worker (0.16 ms median to
-be read), is parsed and written to the exec's socket; the echo is read by the relay's
-output thread and sent as one frame (0.09 ms), and crosses loopback to the client (0.12
-ms). The worker makes the fewest system calls it can (per echo: one select and one recv
-on each socket, one send each way, and the polls of Python's timed sockets; 30 futex
-calls in 400 echoes), and the wsproto framing with permessage-deflate is under a fifth
-of its samples; the rest is the wake-ups and the loopback sends themselves, which on this
-2-core shared machine cost more than the Python around them. gunicorn's listening socket sets
-TCP_NODELAY, which accepted sockets inherit, and each echo is one frame, so Nagle's
-algorithm plays no part; POLL_SEC only bounds the relay's waits (select returns as soon
-as data comes). One hand-over did cost: simple_websocket's server reads on a thread of
-its own and passed each keystroke to the relay through an Event, a second wake-up per
-frame. The relay now reads the socket itself (app/api/terminals.py, InlineServer): in
-an A/B against the former relay in the same minutes, the median echo went from 0.93 to
-0.86 ms (raw exec 0.41 ms), and a terminal holds 2 threads instead of 3. What is left is
-the hop itself; the goal would need the relay out of Python (a CLI in Go already costs
-about 1.4x).""".replace("\n", " ")
+WHERE = """Where the time goes (profiling runs of 2026-12-04: the worker instrumented, under
+strace and py-spy, and stand-alone relays between the same sockets timed interleaved with
+the raw exec): the shell's echo through dockerd takes the same time on both paths. A bare
+Python relay in a process of its own (one select loop, plain bytes, no WebSocket) costs
+1.35x the raw exec; the same relay speaking WebSocket through wsproto costs 1.74x with a
+client that frames by hand, 1.91x with wsproto on both ends and 2.17x with
+permessage-deflate negotiated. So most of what the web terminal adds is the WebSocket
+framing, done in pure Python for every one-byte frame (and cold after the pause between
+keys), and compression on each side; not the hop, the threads or the system calls. The
+worker makes the fewest calls it can (per echo: one select and one recv on each socket,
+one send each way and the polls of Python's timed sockets; 30 futex calls in 400
+echoes). gunicorn's listening socket sets TCP_NODELAY, which accepted sockets inherit,
+and each echo is one frame, so Nagle's algorithm plays no part; POLL_SEC only bounds the
+relay's waits (select returns as soon as data comes). One hand-over did cost:
+simple_websocket's server reads on a thread of its own and passed each keystroke to the
+relay through an Event, a second wake-up per frame. The relay now reads the socket
+itself (app/api/terminals.py, InlineServer): in an A/B against the former relay in the
+same minutes, the median echo went from 0.93 to 0.86 ms (raw exec 0.41 ms), and a
+terminal holds 2 threads instead of 3. Two more cuts were measured and not taken:
+declining permessage-deflate (0.85 to 0.80 ms, but bulk output would then go
+uncompressed) and writing output frames' headers by hand instead of through wsproto
+(0.82 to 0.78 ms). Together they would leave the web terminal near 1.8x: the 1.5x goal
+needs the WebSocket framing out of pure Python (a compiled WebSocket implementation, or
+a relay in another language), not a change in the relay's logic.""".replace("\n", " ")
 
 
 def write_docs(table: str) -> None:
