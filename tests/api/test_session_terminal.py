@@ -285,6 +285,29 @@ def test_the_relay_reads_its_websocket_on_its_own_thread(world, bearer, live_ser
         term.close()
 
 
+def test_a_broken_frame_ends_the_terminal_and_frees_its_place(world, bearer, live_server):
+    a, _, session = world
+    url = urlsplit(live_server + new_ticket(bearer(a.contributor, a.tenant), session)["url"])
+    sock = socket.create_connection((url.hostname, url.port), timeout=10)
+    ws = WSConnection(ConnectionType.CLIENT)
+    sock.sendall(ws.send(Request(host=url.netloc, target=f"{url.path}?{url.query}")))
+    deadline = time.monotonic() + 10
+    while open_rows(session) == 0:  # the relay is up
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    sock.sendall(b"\x82\x01a")  # a client's frame must be masked
+    try:
+        while sock.recv(65536):  # the server closes the connection
+            assert time.monotonic() < deadline, "still open"
+    except ConnectionResetError:
+        pass
+    finally:
+        sock.close()
+    while open_rows(session):
+        assert time.monotonic() < deadline, "the open terminal's row outlived it"
+        time.sleep(0.1)
+
+
 def test_pings_go_out_and_an_unanswered_one_closes_the_terminal(
         world, bearer, live_server, monkeypatch):
     a, _, session = world
