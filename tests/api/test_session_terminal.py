@@ -6,13 +6,19 @@ Docker sandbox: round trip, resize, the limits, idle disconnect and the session'
 from __future__ import annotations
 
 import json
+import socket
+import threading
 import time
 from datetime import timedelta
+from urllib.parse import urlsplit
 
 import pytest
 from simple_websocket import Client, ConnectionClosed
 from sqlalchemy import select, update
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import CloseConnection, Ping, Request
 
+from app.api import terminals as terminals_api
 from app.extensions import db
 from app.models import (
     AuditEvent,
@@ -277,3 +283,67 @@ def test_idle_terminals_and_ended_sessions_close_with_a_sentence(
     assert binding.pause_idle() == 0
     sessions.delete_session(a.tenant, a.contributor, db.session.merge(session))
     assert live.closed(seconds=10)["reason"] in ("session_ended", "ended")
+
+
+def test_the_relay_reads_its_websocket_on_its_own_thread(world, bearer, live_server):
+    """No reader thread per terminal: a keystroke goes from the socket to the shell on the
+    relay's thread (a hand-over between threads cost a wake-up per frame)."""
+    a, _, session = world
+    term = Term(live_server, new_ticket(bearer(a.contributor, a.tenant), session)["url"])
+    try:
+        term.until(b"$ ")
+        server_readers = [t.name for t in threading.enumerate()
+                          if "simple_websocket" in t.name and t is not term.ws.thread]
+        assert server_readers == []
+        term.type("echo still-$((2*21))\r")
+        term.until(b"still-42")
+    finally:
+        term.close()
+
+
+def test_a_broken_frame_ends_the_terminal_and_frees_its_place(world, bearer, live_server):
+    a, _, session = world
+    url = urlsplit(live_server + new_ticket(bearer(a.contributor, a.tenant), session)["url"])
+    sock = socket.create_connection((url.hostname, url.port), timeout=10)
+    ws = WSConnection(ConnectionType.CLIENT)
+    sock.sendall(ws.send(Request(host=url.netloc, target=f"{url.path}?{url.query}")))
+    deadline = time.monotonic() + 10
+    while open_rows(session) == 0:  # the relay is up
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    sock.sendall(b"\x82\x01a")  # a client's frame must be masked
+    try:
+        while sock.recv(65536):  # the server closes the connection
+            assert time.monotonic() < deadline, "still open"
+    except ConnectionResetError:
+        pass
+    finally:
+        sock.close()
+    while open_rows(session):
+        assert time.monotonic() < deadline, "the open terminal's row outlived it"
+        time.sleep(0.1)
+
+
+def test_pings_go_out_and_an_unanswered_one_closes_the_terminal(
+        world, bearer, live_server, monkeypatch):
+    a, _, session = world
+    monkeypatch.setattr(terminals_api, "PING_SEC", 0.3)
+    url = urlsplit(live_server + new_ticket(bearer(a.contributor, a.tenant), session)["url"])
+    sock = socket.create_connection((url.hostname, url.port), timeout=10)
+    ws = WSConnection(ConnectionType.CLIENT)
+    sock.sendall(ws.send(Request(host=url.netloc, target=f"{url.path}?{url.query}")))
+    pings, closed = 0, None
+    deadline = time.monotonic() + 10
+    try:
+        while closed is None:  # never answers a ping
+            assert time.monotonic() < deadline, f"not closed after {pings} pings"
+            data = sock.recv(65536)
+            ws.receive_data(data or None)
+            for event in ws.events():
+                pings += isinstance(event, Ping)
+                if isinstance(event, CloseConnection):
+                    closed = event
+                    break
+    finally:
+        sock.close()
+    assert pings >= 1 and closed.code == 1008
