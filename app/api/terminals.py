@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import select
+import socket
 import time
 
 from flask import Response, g, request
@@ -169,7 +170,9 @@ def _after_websocket(ws: Server) -> Response:
         def __call__(self, *args, **kwargs):
             if ws.mode == "gunicorn":
                 raise StopIteration()
-            if ws.mode == "werkzeug":  # a dropped connection: it writes nothing more
+            if ws.mode == "werkzeug":  # a dropped connection: it writes nothing more,
+                with contextlib.suppress(OSError):  # and reads no next request from it
+                    ws.sock.shutdown(socket.SHUT_RDWR)
                 raise ConnectionError()
             return []
 
