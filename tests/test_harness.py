@@ -53,9 +53,9 @@ def test_settle_names_an_exec_run_that_outlives_it(app, built_apps):
     from app.services.sessions import runs
 
     pool = runs._pool(app)
-    assert pool.take(1, 10, 10)
+    assert pool.take(10)
     thread = Future()  # stands for the run's thread; the test ends it
-    pool.track("run-harness", thread, 1)
+    pool.track(app, "run-harness", thread, "no-lease")
     try:
         assert settle(built_apps, seconds=0.2) == {"run-harness": "exec run run-harness"}
     finally:
