@@ -203,6 +203,9 @@ class BaseConfig:
     # Where validated bundles live: a directory (default), or s3://bucket/prefix?endpoint=...
     SKILL_BUNDLE_DIR = _env("SKILL_BUNDLE_DIR", str(INSTANCE / "bundles"))
     SKILL_BUNDLE_STORE = _env("SKILL_BUNDLE_STORE", "")
+    # Production with REDIS_URL runs on several hosts: a directory store is refused at
+    # start unless it is a path every host shares (NFS and the like), said here.
+    SKILL_BUNDLE_DIR_SHARED = _flag("SKILL_BUNDLE_DIR_SHARED")
     # Skill sources (reference 6.2). Every registry base URL is a setting, so tests and
     # air-gapped installs can point them at their own servers.
     CLAWHUB_URL = _env("CLAWHUB_URL", "https://clawhub.ai")
@@ -291,6 +294,13 @@ class ProductionConfig(BaseConfig):
         if missing:
             names = ", ".join("DATABASE_URL" if m.startswith("SQLALCHEMY") else m for m in missing)
             raise RuntimeError(f"Sandlot refuses to start in production without: {names}")
+        if (cfg.get("REDIS_URL") and not cfg.get("SKILL_BUNDLE_DIR_SHARED")
+                and not (cfg.get("SKILL_BUNDLE_STORE") or "").startswith("s3://")):
+            raise RuntimeError(
+                "Sandlot refuses to start in production with REDIS_URL on a local bundle "
+                "directory: other hosts could not read the bundles this one stores. Set "
+                "SKILL_BUNDLE_STORE to an object store (s3://bucket/prefix), or set "
+                "SKILL_BUNDLE_DIR_SHARED=true if SKILL_BUNDLE_DIR is a path every host shares.")
 
 
 CONFIGS: dict[str, type[BaseConfig]] = {
