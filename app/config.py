@@ -94,11 +94,16 @@ class BaseConfig:
     # Reverse proxies in front of Sandlot that append to X-Forwarded-For (0: none, the
     # header is ignored; a client could otherwise forge it to dodge the per-IP limit).
     TRUSTED_PROXY_COUNT = _int("TRUSTED_PROXY_COUNT", 0)
-    JOB_DEFAULT_TIMEOUT = 600
+    # The queue `flask worker` serves and the web processes enqueue on (with REDIS_URL):
+    # deployments, or blue and green releases, sharing one Redis each name their own.
+    JOB_QUEUE = _env("JOB_QUEUE", "sandlot")
+    # The time limit, in seconds, of a job kind that states none (services/job_limits.py).
+    JOB_DEFAULT_TIMEOUT = _int("JOB_DEFAULT_TIMEOUT", 600)
     JOB_FAILURE_TTL = 7 * 24 * 3600
     JOB_HEARTBEAT_SECONDS = 5
     JOB_REAP_GRACE_SECONDS = 60
-    INPROCESS_WORKERS = 2
+    # Jobs one process without Redis runs at once (its worker threads).
+    INPROCESS_WORKERS = _int("INPROCESS_WORKERS", 2)
     # Fair share (decisions 12): how many workers one tenant may hold at once; 0 = one less
     # than the workers (in-process: INPROCESS_WORKERS; RQ: the live workers on the queue),
     # at least 1. A tenant's further jobs wait while other tenants' jobs run.
@@ -139,21 +144,28 @@ class BaseConfig:
     SANDBOX_ALLOW_PRIVATE_ENDPOINTS = _flag("SANDBOX_ALLOW_PRIVATE_ENDPOINTS")
     # Open event streams of one process: SKILL_STREAMS_MAX in all (api/install_streams.py),
     # of which one workspace holds at most STREAMS_PER_WORKSPACE, one member or key
-    # STREAMS_PER_MEMBER.
+    # STREAMS_PER_MEMBER. A stream (an install's or a run's) ends after
+    # SKILL_STREAM_MAX_SECONDS; the client reconnects.
     SKILL_STREAMS_MAX = _int("SKILL_STREAMS_MAX", 224)
+    SKILL_STREAM_MAX_SECONDS = _int("SKILL_STREAM_MAX_SECONDS", 3600)
     # Web terminals (services/sessions/terminals.py): each holds a server thread while
     # open, so one process relays at most TERMINALS_MAX, and streams and terminals
     # together stay within SKILL_STREAMS_MAX; counted across processes, a
-    # member has at most TERMINALS_PER_MEMBER open and a workspace TERMINALS_PER_WORKSPACE
-    # (a session at most 5, the reference's limit).
+    # member has at most TERMINALS_PER_MEMBER open, a workspace TERMINALS_PER_WORKSPACE
+    # and a session TERMINALS_PER_SESSION (the reference's 5).
     TERMINALS_MAX = _int("TERMINALS_MAX", 24)
     TERMINALS_PER_MEMBER = _int("TERMINALS_PER_MEMBER", 10)
     TERMINALS_PER_WORKSPACE = _int("TERMINALS_PER_WORKSPACE", 24)
+    TERMINALS_PER_SESSION = _int("TERMINALS_PER_SESSION", 5)
     # Command runs: threads of one process (RUNS_MAX: 503 past it), and runs at once of a
-    # member and of a workspace, counted across processes (429 past them).
+    # member and of a workspace, counted across processes (429 past them). A run's request
+    # waits up to RUN_SYNC_WAIT_SECONDS for the command, then answers 202 and the run goes
+    # on; a sandbox check's request likewise waits SANDBOX_CHECK_WAIT_SECONDS.
     RUNS_MAX = _int("RUNS_MAX", 128)
     RUNS_PER_MEMBER = _int("RUNS_PER_MEMBER", 32)
     RUNS_PER_TENANT_MAX = _int("RUNS_PER_TENANT_MAX", 64)
+    RUN_SYNC_WAIT_SECONDS = _float("RUN_SYNC_WAIT_SECONDS", 5.0)
+    SANDBOX_CHECK_WAIT_SECONDS = _float("SANDBOX_CHECK_WAIT_SECONDS", 5.0)
     # Uploads and downloads of a session's files running at once (each holds a thread and
     # up to 64 MiB of memory), counted across processes.
     FILE_TRANSFERS_PER_MEMBER = _int("FILE_TRANSFERS_PER_MEMBER", 2)
@@ -203,6 +215,9 @@ class BaseConfig:
     # Where validated bundles live: a directory (default), or s3://bucket/prefix?endpoint=...
     SKILL_BUNDLE_DIR = _env("SKILL_BUNDLE_DIR", str(INSTANCE / "bundles"))
     SKILL_BUNDLE_STORE = _env("SKILL_BUNDLE_STORE", "")
+    # Production with REDIS_URL runs on several hosts: a directory store is refused at
+    # start unless it is a path every host shares (NFS and the like), said here.
+    SKILL_BUNDLE_DIR_SHARED = _flag("SKILL_BUNDLE_DIR_SHARED")
     # Skill sources (reference 6.2). Every registry base URL is a setting, so tests and
     # air-gapped installs can point them at their own servers.
     CLAWHUB_URL = _env("CLAWHUB_URL", "https://clawhub.ai")
@@ -291,6 +306,13 @@ class ProductionConfig(BaseConfig):
         if missing:
             names = ", ".join("DATABASE_URL" if m.startswith("SQLALCHEMY") else m for m in missing)
             raise RuntimeError(f"Sandlot refuses to start in production without: {names}")
+        if (cfg.get("REDIS_URL") and not cfg.get("SKILL_BUNDLE_DIR_SHARED")
+                and not (cfg.get("SKILL_BUNDLE_STORE") or "").startswith("s3://")):
+            raise RuntimeError(
+                "Sandlot refuses to start in production with REDIS_URL on a local bundle "
+                "directory: other hosts could not read the bundles this one stores. Set "
+                "SKILL_BUNDLE_STORE to an object store (s3://bucket/prefix), or set "
+                "SKILL_BUNDLE_DIR_SHARED=true if SKILL_BUNDLE_DIR is a path every host shares.")
 
 
 CONFIGS: dict[str, type[BaseConfig]] = {

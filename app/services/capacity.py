@@ -15,7 +15,6 @@ unreachable Redis is a 503.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
@@ -28,6 +27,7 @@ import redis
 from flask import Flask, current_app
 
 from app.errors import Unavailable
+from app.security.key_agreement import deployment_id
 from app.services.quotas import OverQuota
 
 log = logging.getLogger("sandlot.capacity")
@@ -225,8 +225,7 @@ _LOCK = threading.Lock()
 def _store() -> RedisStore | MemoryStore:
     config = current_app.config
     url = config.get("REDIS_URL") or ""
-    database = str(config.get("SQLALCHEMY_DATABASE_URI") or "")
-    namespace = f"{PREFIX}{hashlib.sha256(database.encode()).hexdigest()[:12]}:"
+    namespace = f"{PREFIX}{deployment_id(config)}:"
     with _LOCK:
         if (url, namespace) not in _STORES:
             _STORES[url, namespace] = RedisStore(url, namespace) if url else MemoryStore()

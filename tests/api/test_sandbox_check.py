@@ -427,10 +427,8 @@ def test_a_client_that_cannot_be_built_is_the_only_row(app, admin_api, tmp_path,
     assert data["ok"] is False
 
 
-def test_a_check_that_outlasts_the_wait_answers_202_and_is_polled(admin_api, monkeypatch):
-    from app.api import system
-
-    monkeypatch.setattr(system, "WAIT_SEC", 0)
+def test_a_check_that_outlasts_the_wait_answers_202_and_is_polled(app, admin_api, monkeypatch):
+    monkeypatch.setitem(app.config, "SANDBOX_CHECK_WAIT_SECONDS", 0)
     response = admin_api.post(URL, json={"config": docker_doc()})
 
     assert response.status_code == 202

@@ -3,7 +3,6 @@ wait runs out, and a real worker runs the `sandbox_check` kind to the reference 
 
 from __future__ import annotations
 
-from app.api import system
 from app.models import JobStatus
 from tests.backends.conftest import BASE_IMAGE, require_docker
 from tests.jobs.helpers import fresh_row, rq_job
@@ -15,7 +14,8 @@ def test_a_worker_runs_the_check_the_api_enqueued(rq_app, api, two_tenants, monk
                                                   worker_in_process):
     require_docker()
     a, _ = two_tenants
-    monkeypatch.setattr(system, "WAIT_SEC", 0.5)  # no worker yet: the wait runs out
+    # No worker yet: the wait runs out.
+    monkeypatch.setitem(rq_app.config, "SANDBOX_CHECK_WAIT_SECONDS", 0.5)
 
     response = api(rq_app, a.admin, a.tenant).post(URL, json={"config": {
         "sandbox_type": "docker", "docker": {"image": BASE_IMAGE}}})

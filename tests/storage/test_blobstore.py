@@ -6,40 +6,11 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import socket
 
 import pytest
 
 from app.storage import blobstore
 from app.storage.blobstore import BlobMissing, FileBlobStore, S3BlobStore, from_settings
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def moto_endpoint():
-    """A local S3 (moto's server) on loopback; fake credentials, no metadata lookups."""
-    server_module = pytest.importorskip("moto.server")
-    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-                                             "AWS_EC2_METADATA_DISABLED")}
-    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
-                      AWS_EC2_METADATA_DISABLED="true")
-    port = free_port()
-    server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 @pytest.fixture(params=["directory", "s3"])

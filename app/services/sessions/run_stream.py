@@ -40,7 +40,7 @@ def follow(run_id: str, waiter: queue.SimpleQueue) -> Iterator[str]:
     is in the run's tail (GET the run)."""
     config = current_app.config
     keepalive = float(config.get("SKILL_STREAM_KEEPALIVE_SECONDS", 5.0))
-    max_seconds = float(config.get("SKILL_STREAM_MAX_SECONDS", 3600.0))
+    max_seconds = float(config["SKILL_STREAM_MAX_SECONDS"])
     poll = float(config.get("RUN_STREAM_POLL_SECONDS", 5.0 if config.get("REDIS_URL")
                             else 0.5))
     sent = {name: 0 for name in STREAMS}

@@ -163,7 +163,7 @@ def start(tenant: Tenant, user: User, session: SandboxSession, command: str,
         capacity.release(hold)
         raise
     _pool(app).track(app, writer.run_id, future, hold)
-    wait = float(config.get("RUN_SYNC_WAIT_SECONDS", 5.0))
+    wait = float(config["RUN_SYNC_WAIT_SECONDS"])
     try:
         outcome = future.result(timeout=wait)
     except TimeoutError:

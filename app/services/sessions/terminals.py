@@ -6,8 +6,8 @@ good for one connection. The WebSocket presents it (`redeem`), and `relay` then 
 to a login shell on a PTY in the session's sandbox, as the sandbox user, with the
 environment and egress policy a command of the member gets.
 
-Capacity: at most PER_SESSION terminals per session (the reference's 5), and at most
-TERMINALS_PER_MEMBER and TERMINALS_PER_WORKSPACE, counted across processes
+Capacity: at most TERMINALS_PER_SESSION terminals per session (the reference's 5), and
+at most TERMINALS_PER_MEMBER and TERMINALS_PER_WORKSPACE, counted across processes
 (app.services.capacity) so every process sees the same use; past one, 429
 `quota_exceeded`. Each relay holds a server thread, so one process also serves at most
 TERMINALS_MAX at once (503 past it).
@@ -54,7 +54,6 @@ from app.services.sessions.files import NotBound
 log = logging.getLogger("sandlot.terminals")
 
 TICKET_SEC = 120
-PER_SESSION = 5
 IDLE_DEFAULT_SEC = 900
 HEARTBEAT_SEC = 10.0  # how often an open terminal's session and member are read again
 KEEPALIVE_SEC = 60.0  # how often a provider's own sandbox timeout is pushed back (E2B, Cube)
@@ -199,7 +198,8 @@ def _use(session: SandboxSession) -> capacity.Use:
 
 def _limits() -> tuple[capacity.Limit, ...]:
     cfg = current_app.config
-    return (capacity.Limit("terminals_per_session", "session", PER_SESSION),
+    return (capacity.Limit("terminals_per_session", "session",
+                           int(cfg["TERMINALS_PER_SESSION"])),
             capacity.Limit("terminals_per_member", "member", int(cfg["TERMINALS_PER_MEMBER"])),
             capacity.Limit("terminals_per_workspace", "workspace",
                            int(cfg["TERMINALS_PER_WORKSPACE"])))

@@ -35,7 +35,7 @@ def sse(data: dict[str, Any]) -> str:
 def _settings() -> tuple[float, float, float]:
     config = current_app.config
     return (float(config.get("SKILL_STREAM_KEEPALIVE_SECONDS", 5.0)),
-            float(config.get("SKILL_STREAM_MAX_SECONDS", 3600.0)),
+            float(config["SKILL_STREAM_MAX_SECONDS"]),
             # Without Redis nothing from another process can wake a stream: poll the rows.
             float(config.get("SKILL_STREAM_POLL_SECONDS", 5.0 if config.get("REDIS_URL")
                                                            else 1.0)))
