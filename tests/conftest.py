@@ -189,7 +189,9 @@ def settle_and_wipe(app, built_apps, cleanup_state) -> None:
 
 def forget_capacity(built_apps) -> None:
     """No lease of a test's terminals, streams or runs counts in the next (ids restart)."""
-    for built in {a.config.get("REDIS_URL") or "": a for a in built_apps}.values():
+    stores = {(a.config.get("REDIS_URL") or "", a.config.get("SQLALCHEMY_DATABASE_URI")): a
+              for a in built_apps}
+    for built in stores.values():  # one app per counter store (Redis or memory, deployment)
         with built.app_context():
             try:
                 capacity.forget_all()
