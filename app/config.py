@@ -154,6 +154,10 @@ class BaseConfig:
     RUNS_MAX = _int("RUNS_MAX", 128)
     RUNS_PER_MEMBER = _int("RUNS_PER_MEMBER", 32)
     RUNS_PER_TENANT_MAX = _int("RUNS_PER_TENANT_MAX", 64)
+    # A run that outlives its request is refreshed by its process every
+    # RUN_HEARTBEAT_SECONDS; the reaper marks one unrefreshed for RUN_LOST_SECONDS `lost`.
+    RUN_HEARTBEAT_SECONDS = _int("RUN_HEARTBEAT_SECONDS", 15)
+    RUN_LOST_SECONDS = _int("RUN_LOST_SECONDS", 60)
     # Uploads and downloads of a session's files running at once (each holds a thread and
     # up to 64 MiB of memory), counted across processes.
     FILE_TRANSFERS_PER_MEMBER = _int("FILE_TRANSFERS_PER_MEMBER", 2)
