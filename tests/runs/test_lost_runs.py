@@ -10,6 +10,8 @@ import signal
 import socket
 import threading
 import time
+import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -17,7 +19,8 @@ import pytest
 
 from app.extensions import db
 from app.jobs.queue import start_reaper
-from app.models import ExecRun, RunStatus
+from app.models import ExecRun, RunStatus, SandboxSession
+from app.models.types import utcnow
 from app.services.sessions import runs
 from tests import serving
 from tests.runs.conftest import docker_config, open_session, wait_run
@@ -136,3 +139,18 @@ def test_the_reaper_thread_marks_a_dead_owner_s_run_and_its_stream_replays_lost(
     assert stream.frames[0] == {"stream": "stdout", "text": "hi\n"}
     assert stream.frames[-1]["status"] == "lost" and LOST_SENTENCE in stream.frames[-1]["error"]
     assert runs.drain(app, 10) == []
+
+
+def test_flask_jobs_reap_marks_a_run_with_a_stale_heartbeat_lost(app, world):
+    stale = utcnow() - timedelta(seconds=61)
+    session = db.session.get(SandboxSession, world.session_id)
+    db.session.add(ExecRun(id=str(uuid.uuid4()), tenant_id=session.tenant_id,
+                           session_id=session.id, user_id=session.user_id, command="sleep 600",
+                           timeout_sec=900, owner="gone-host:4242:0123456789abcdef",
+                           heartbeat_at=stale, created_at=stale))
+    db.session.commit()
+    result = app.test_cli_runner().invoke(args=["jobs", "reap"])
+    assert result.exit_code == 0, result.output
+    assert "marked 1 command runs lost whose process stopped" in result.output
+    (run,) = world.member.get(world.url("/runs")).json["data"]
+    assert run["status"] == "lost" and run["finished_at"] is not None
