@@ -134,10 +134,12 @@ def reap_jobs() -> None:
     from app.jobs.queue import reaper_grace
     from app.services import jobs
     from app.services.sandboxes import egress_daemons, image
+    from app.services.sessions import runs
     from app.services.skills.installs import control
 
     click.echo(f"reaped {jobs.reap(reaper_grace(current_app))} silent jobs")
     click.echo(f"ended {control.reap()} skill installs whose run died")
+    click.echo(f"marked {runs.reap_lost()} command runs lost whose process stopped")
     click.echo(f"released {image.sweep_expired()} skill snapshots past their retention")
     started = egress_daemons.supervise()
     click.echo(f"started the sandbox egress {' and '.join(started)} again" if started

@@ -166,6 +166,10 @@ class BaseConfig:
     RUNS_PER_TENANT_MAX = _int("RUNS_PER_TENANT_MAX", 64)
     RUN_SYNC_WAIT_SECONDS = _float("RUN_SYNC_WAIT_SECONDS", 5.0)
     SANDBOX_CHECK_WAIT_SECONDS = _float("SANDBOX_CHECK_WAIT_SECONDS", 5.0)
+    # A run that outlives its request is refreshed by its process every
+    # RUN_HEARTBEAT_SECONDS; the reaper marks one unrefreshed for RUN_LOST_SECONDS `lost`.
+    RUN_HEARTBEAT_SECONDS = _int("RUN_HEARTBEAT_SECONDS", 15)
+    RUN_LOST_SECONDS = _int("RUN_LOST_SECONDS", 60)
     # Uploads and downloads of a session's files running at once (each holds a thread and
     # up to 64 MiB of memory), counted across processes.
     FILE_TRANSFERS_PER_MEMBER = _int("FILE_TRANSFERS_PER_MEMBER", 2)

@@ -43,7 +43,9 @@ class RunOut(Out):
     session_id: str
     command: str
     skill: str | None
-    status: str = Field(description="running, succeeded, failed, timed_out or cancelled")
+    status: str = Field(description="running, succeeded, failed, timed_out, cancelled or "
+                        "lost (the server running it stopped, so its result is unknown; "
+                        "the sandbox is kept)")
     exit_code: int | None
     duration_ms: int | None
     timeout_sec: int

@@ -16,7 +16,7 @@ from app.services import job_limits
 from app.services import jobs as job_service
 from app.services.sandboxes import egress_daemons, egress_log
 from app.services.sandboxes import image as skill_image
-from app.services.sessions import binding, ending
+from app.services.sessions import binding, ending, runs
 from app.services.skills.installs import control as skill_runs
 
 log = logging.getLogger("sandlot.jobs")
@@ -243,7 +243,8 @@ class InProcessDispatcher:
 def start_reaper(app: Flask, interval: float = 30.0,
                  stop: threading.Event | None = None) -> threading.Thread:
     """A daemon thread that, every `interval` seconds until `stop` is set, fails silent job
-    rows, ends skill installs whose run died (and frees their image lock), pauses Docker
+    rows, ends skill installs whose run died (and frees their image lock), marks command
+    runs whose process stopped refreshing them `lost`, pauses Docker
     sandboxes idle past their TTL (E2B and Cube pause themselves), retries the removal
     of ended sessions' sandboxes whose provider was unreachable, releases superseded
     skill snapshots past their retention, moves the egress log's new lines into the
@@ -258,6 +259,7 @@ def start_reaper(app: Flask, interval: float = 30.0,
             for name, task in (("job reaper", lambda: job_service.reap(reaper_grace(app))),
                                ("fair share promotion", housekeeping),
                                ("skill run reaper", skill_runs.reap),
+                               ("lost command runs", runs.reap_lost),
                                ("idle pause", binding.pause_idle),
                                ("sandbox removal sweep", ending.sweep),
                                ("expired snapshot sweep", skill_image.sweep_expired),

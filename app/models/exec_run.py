@@ -3,8 +3,10 @@
 A run outlives the request that started it: it executes on a bounded pool off the
 request thread, and its status, exit code and output (head and tail, capped at
 RUN_OUTPUT_CAP per stream) are written here while it runs, so history, polling and the
-event stream read rows, never the sandbox. The command is stored as the member typed it;
-the resolved environment is never stored, and its values are masked in stored output.
+event stream read rows, never the sandbox; one that outlives its request names the process
+executing it and carries its heartbeat (a run whose process died becomes `lost`). The
+command is stored as the member typed it; the resolved environment is never stored, and
+its values are masked in stored output.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ class RunStatus(enum.StrEnum):
     failed = "failed"
     timed_out = "timed_out"
     cancelled = "cancelled"
+    lost = "lost"  # the process running it died: its result is unknown
 
 
 class ExecRun(db.Model):
     __tablename__ = "exec_runs"
-    __table_args__ = (Index("ix_exec_runs_session_created", "session_id", "created_at"),)
+    __table_args__ = (Index("ix_exec_runs_session_created", "session_id", "created_at"),
+                      Index("ix_exec_runs_status_heartbeat", "status", "heartbeat_at"))
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
@@ -59,6 +63,10 @@ class ExecRun(db.Model):
     exec_ref: Mapped[str | None] = mapped_column(String(200))
     sandbox_id: Mapped[str | None] = mapped_column(String(128))
     cancel_requested: Mapped[bool] = mapped_column(default=False)
+    # A run that outlives its request: the process executing it ("host:pid:start token")
+    # and when that process last said it still does (every RUN_HEARTBEAT_SECONDS).
+    owner: Mapped[str | None] = mapped_column(String(200))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -19,9 +19,10 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 from flask import Flask, current_app
@@ -244,41 +245,48 @@ def forget_all() -> None:
         store.client.delete(*keys)
 
 
-class _Renewer:
-    """This process's leases, renewed by one thread (started with the first lease)."""
+class Renewer:
+    """What this process holds, renewed together by one thread (started with the first
+    item) every `interval()` seconds: `renew` gets every item at once, in an app context.
+    Capacity leases here (key: lease id, value: its counters); the heartbeats of this
+    process's command runs in app.services.sessions.runs."""
 
-    def __init__(self, app: Flask) -> None:
-        self.app = app
-        self.leases: dict[str, list[str]] = {}
+    def __init__(self, app: Flask, name: str, interval: Callable[[], float],
+                 renew: Callable[[dict[str, Any]], None]) -> None:
+        self.app, self.name, self.interval, self.renew = app, name, interval, renew
+        self.items: dict[str, Any] = {}
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
 
-    def add(self, lease: str, keys: list[str]) -> None:
+    def add(self, key: str, value: Any = None) -> None:
         with self.lock:
-            self.leases[lease] = keys
+            self.items[key] = value
             if self.thread is None or not self.thread.is_alive():
-                self.thread = threading.Thread(target=self._run, name="capacity-renew",
-                                               daemon=True)
+                self.thread = threading.Thread(target=self._run, name=self.name, daemon=True)
                 self.thread.start()
 
-    def discard(self, lease: str) -> list[str] | None:
+    def discard(self, key: str) -> Any:
         with self.lock:
-            return self.leases.pop(lease, None)
+            return self.items.pop(key, None)
 
     def _run(self) -> None:
         while True:
-            time.sleep(RENEW_SEC)
+            time.sleep(self.interval())
             with self.lock:
-                leases = dict(self.leases)
-            if not leases:
+                items = dict(self.items)
+            if not items:
                 continue
             try:
                 with self.app.app_context():
-                    _store().renew(leases)
-            except Exception:  # noqa: BLE001 - Redis is away: try again next time
-                log.warning("could not renew %d capacity leases", len(leases), exc_info=True)
+                    self.renew(items)
+            except Exception:  # noqa: BLE001 - Redis or the database is away: next time
+                log.warning("%s: could not renew %d items", self.name, len(items),
+                            exc_info=True)
 
 
-def _renewer(app: Flask) -> _Renewer:
+def _renewer(app: Flask) -> Renewer:
     with _LOCK:
-        return app.extensions.setdefault("capacity_renewer", _Renewer(app))
+        if "capacity_renewer" not in app.extensions:
+            app.extensions["capacity_renewer"] = Renewer(
+                app, "capacity-renew", lambda: RENEW_SEC, lambda leases: _store().renew(leases))
+        return app.extensions["capacity_renewer"]

@@ -1,6 +1,6 @@
-"""The app for the gunicorn subprocess of the run capacity test: the test's database and
-Redis (SANDLOT_TEST_* variables) and a 2 s synchronous wait, so a POST exec of a long
-command must answer 202 well before the command ends."""
+"""The app for the gunicorn subprocess of the run capacity and lost-run tests: the test's
+database and Redis (SANDLOT_TEST_* variables), a 2 s synchronous wait, so a POST exec of
+a long command must answer 202 well before the command ends, and a 0.5 s run heartbeat."""
 
 from __future__ import annotations
 
@@ -19,4 +19,5 @@ def make_app() -> Flask:
         "JOB_QUEUE": "sandlot-test-runs-unused",
         "RUN_SYNC_WAIT_SECONDS": 2.0,
         "RUNS_PER_MEMBER": 64,  # the capacity test's one member runs 50 at once
+        "RUN_HEARTBEAT_SECONDS": 0.5,  # the lost-run test's threshold is 2 s
     })

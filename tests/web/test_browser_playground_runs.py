@@ -92,3 +92,38 @@ def test_a_long_command_runs_streams_survives_a_reload_and_stops(tab, workspace,
         assert tab.locator("#transcript .run.run-stored").count() == 2
     finally:
         _wait_all_ended()
+
+
+def test_a_run_whose_server_stopped_shows_as_lost(tab, workspace, app, monkeypatch):  # noqa: F811
+    """Its process stops refreshing it (here: it forgets the run, as a dead one would): the
+    polled entry turns into "Lost", saying what that means. Screenshots:
+    docs/screenshots/playground-run-lost*.png."""
+    from app.services.sessions import runs
+
+    monkeypatch.setitem(app.config, "RUN_SYNC_WAIT_SECONDS", 1.0)
+    monkeypatch.setitem(app.config, "RUN_HEARTBEAT_SECONDS", 0.3)
+    monkeypatch.setitem(app.config, "RUN_LOST_SECONDS", 2)
+    monkeypatch.delitem(app.extensions, "exec_run_heartbeats", raising=False)
+    tab.set_viewport_size({"width": 1440, "height": 900})
+    _open_session(tab, workspace.contributor.email)
+    try:
+        entry = _run(tab, "echo started; sleep 10")
+        entry.locator(".run-out", has_text="started").wait_for()
+        run_id = entry.get_attribute("id").removeprefix("run-")
+        runs._heartbeats(app).discard(run_id)
+        lost = tab.locator(f"#run-{run_id}[data-status=lost]")
+        lost.wait_for(timeout=TAB_TIMEOUT_MS)
+        assert lost.locator(".run-status").inner_text() == "Lost"
+        assert lost.get_by_role("alert").inner_text() == runs.LOST
+        assert lost.locator(".run-out").inner_text() == "started"
+        assert not lost.get_by_role("button", name="Stop").count()
+        tab.mouse.move(0, 0)
+        shot(tab, "playground-run-lost.png")
+        tab.set_viewport_size({"width": 390, "height": 844})
+        lost.scroll_into_view_if_needed()
+        assert tab.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), \
+            "the page scrolls sideways"
+        shot(tab, "playground-run-lost-mobile.png")
+    finally:
+        app.extensions.pop("exec_run_heartbeats", None)
+        assert runs.drain(app, 20) == []

@@ -13,14 +13,21 @@ engine's socket, so a parked thread is cheap. The pool is bounded (RUNS_MAX thre
 process: 503 past it), and a member (RUNS_PER_MEMBER) and a workspace
 (RUNS_PER_TENANT_MAX) have at most so many runs at once across processes (capacity holds:
 429 `quota_exceeded` past them); a run is refused, never queued behind a long command.
-A run cannot outlive its process: one still `running` well past its timeout was lost
-with a restart and reads as failed.
+
+A run cannot outlive its process. One that outlives the request's wait names its process
+(`owner`) and carries a heartbeat that one thread of that process refreshes every
+RUN_HEARTBEAT_SECONDS for all the runs it executes; the reaper pass of any process marks a
+`running` run whose heartbeat is older than RUN_LOST_SECONDS `lost` and wakes its streams.
+A row without a heartbeat (stored before heartbeats) is lost once well past its timeout.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import secrets
+import socket
 import threading
 import time
 import uuid
@@ -45,7 +52,8 @@ from app.services.sessions.run_output import Capture, LiveHooks
 
 log = logging.getLogger("sandlot.runs")
 FLUSH_SEC = 0.5
-LOST_GRACE = timedelta(seconds=120)  # past timeout + this, a `running` row was lost
+LOST_GRACE = timedelta(seconds=120)  # no heartbeat: past timeout + this, it was lost
+LOST = "The server running this command stopped, so its result is unknown; the sandbox is kept."
 PAGE_MAX = 100
 
 
@@ -87,6 +95,7 @@ class _Pool:
         def ended(_: Future) -> None:
             with self.lock:
                 self.running.pop(run_id, None)
+            _heartbeats(app).discard(run_id)
             self.release()
             with app.app_context():
                 capacity.release(hold_id)
@@ -118,6 +127,39 @@ def drain(app: Flask, seconds: float) -> list[str]:
 def channel(run_id: str) -> str:
     """The wake-up key of a run's event streams (the install streams' notify)."""
     return f"run:{run_id}"
+
+
+_OWNER: tuple[int, str] = (0, "")
+
+
+def owner() -> str:
+    """This process, as a run's row names it: host, pid and a token drawn at its start
+    (a forked worker draws its own), so a later process with the same pid is not it."""
+    global _OWNER
+    pid = os.getpid()
+    if _OWNER[0] != pid:
+        _OWNER = (pid, f"{socket.gethostname()[:150]}:{pid}:{secrets.token_hex(8)}")
+    return _OWNER[1]
+
+
+_HEARTBEATS_LOCK = threading.Lock()
+
+
+def _heartbeats(app: Flask) -> capacity.Renewer:
+    """The runs this process executes past their request's wait, refreshed together."""
+    with _HEARTBEATS_LOCK:
+        if "exec_run_heartbeats" not in app.extensions:
+            app.extensions["exec_run_heartbeats"] = capacity.Renewer(
+                app, "exec-run-heartbeat", lambda: float(app.config["RUN_HEARTBEAT_SECONDS"]),
+                _beat)
+        return app.extensions["exec_run_heartbeats"]
+
+
+def _beat(run_ids: dict) -> None:
+    with db.engine.begin() as conn:
+        conn.execute(update(ExecRun).where(ExecRun.id.in_(list(run_ids)),
+                                           ExecRun.status == RunStatus.running)
+                     .values(heartbeat_at=utcnow()))
 
 
 # -- starting and waiting ------------------------------------------------------------------
@@ -234,10 +276,14 @@ class _RunWriter:
         return outcome
 
     def persist(self) -> None:
-        """Store the run as `running` unless its thread already stored its verdict."""
+        """Store the run as `running`, owned by this process and kept alive by its
+        heartbeat, unless its thread already stored its verdict."""
         with self.lock:
             if not self.persisted:
-                self._insert(self.values, touched=False)
+                self._insert({**self.values, "owner": owner(), "heartbeat_at": utcnow()},
+                             touched=False)
+                if self.stored:
+                    _heartbeats(current_app._get_current_object()).add(self.run_id)
 
     # hooks, called from inside the exec
     def started(self, ref: str) -> None:
@@ -340,13 +386,43 @@ def runs_page(session: SandboxSession, window: paging.Window) -> paging.Slice[Ex
 
 
 def settle_lost(run: ExecRun) -> ExecRun:
-    """A run still `running` long past its timeout lost its process (a restart)."""
-    if run.status == RunStatus.running and \
-            utcnow() - run.created_at > timedelta(seconds=run.timeout_sec) + LOST_GRACE:
-        run.status, run.finished_at = RunStatus.failed, utcnow()
-        run.error = "The server restarted while this command ran; its outcome is unknown."
+    """A run still `running` whose process stopped refreshing it (or, stored without a
+    heartbeat, long past its timeout) lost its process: it reads as `lost`."""
+    if run.status != RunStatus.running:
+        return run
+    now = utcnow()
+    if run.heartbeat_at is not None:
+        dead = now - run.heartbeat_at > _lost_after()
+    else:
+        dead = now - run.created_at > timedelta(seconds=run.timeout_sec) + LOST_GRACE
+    if dead:
+        run.status, run.finished_at, run.error = RunStatus.lost, now, LOST
         db.session.commit()
+        notify.publish(channel(run.id))
     return run
+
+
+def reap_lost() -> int:
+    """Reaper pass: mark `lost` every `running` run whose process stopped refreshing its
+    heartbeat, whichever process owned it, and wake its streams; how many."""
+    cutoff = utcnow() - _lost_after()
+    stale = (ExecRun.status == RunStatus.running, ExecRun.heartbeat_at < cutoff)
+    ids = list(db.session.scalars(select(ExecRun.id).where(*stale)))
+    if not ids:
+        return 0
+    now = utcnow()
+    marked = db.session.execute(update(ExecRun).where(ExecRun.id.in_(ids), *stale).values(
+        status=RunStatus.lost, finished_at=now, updated_at=now, error=LOST)).rowcount
+    db.session.commit()
+    for run_id in ids:
+        notify.publish(channel(run_id))
+    if marked:
+        log.warning("marked %d runs lost: their process stopped", marked)
+    return marked
+
+
+def _lost_after() -> timedelta:
+    return timedelta(seconds=float(current_app.config["RUN_LOST_SECONDS"]))
 
 
 # -- cancelling -------------------------------------------------------------------------

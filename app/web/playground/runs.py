@@ -23,7 +23,7 @@ from app.web._helpers import notice
 HISTORY = 20
 STATUS_LABELS = {RunStatus.running: "Running", RunStatus.succeeded: "Succeeded",
                  RunStatus.failed: "Failed", RunStatus.timed_out: "Timed out",
-                 RunStatus.cancelled: "Stopped"}
+                 RunStatus.cancelled: "Stopped", RunStatus.lost: "Lost"}
 
 
 def run_view(run: ExecRun) -> dict[str, Any]:
