@@ -15,12 +15,13 @@ from collections.abc import Callable
 from typing import Any
 
 from app.backends.base import (
-    NEW_FILES_SCRIPT,
+    NEW_FILES_MAX,
     BackendError,
     ExecResult,
     SandboxNotFound,
     SandboxStale,
     Unsupported,
+    new_files_script,
 )
 from app.backends.docker import io as docker_io
 from app.backends.docker import reap as docker_reap
@@ -147,10 +148,10 @@ class DockerCommands:
         # The exit code comes back as the last line of stderr, behind a marker the
         # command cannot guess: one engine round trip (exec inspect) less per exec.
         marker = f"\n.sandlot-exit-{secrets.token_hex(8)}:"
+        count = new_files_script('"$4"', '"$5"')
         argv = ["sh", "-c", 'timeout -s KILL "$1" sh -c "$2"; c=$?; n=; if [ -n "$4" ]; then '
-                f'n=$(sh -c \'{NEW_FILES_SCRIPT}\' sh "$4" "$5"); fi; '
-                'printf "%s%d%s" "$3" $c "${n:+:$n}" >&2; exit $c', "sh", str(timeout_sec),
-                command, marker, new_files_in or "", f"{time.time():.6f}"]
+                f'n=$({count}); fi; printf "%s%d%s" "$3" $c "${{n:+:$n}}" >&2; exit $c', "sh",
+                str(timeout_sec), command, marker, new_files_in or "", f"{time.time():.6f}"]
         since = docker_reap.now_ticks()
         started = (lambda exec_id: on_started(f"{exec_id}:{since}")) if on_started else None
         run = self._run(data["Id"], argv, user=user_name(user), cwd=cwd, env=env,
@@ -171,7 +172,8 @@ class DockerCommands:
                           timed_out=killed or run.deadline_hit, truncated=run.truncated,
                           egress_denied=self.egress.denied_since(egress_id, egress_mark)
                           if egress_id and egress_mark else (),
-                          new_files=run.new_files if new_files_in else None)
+                          new_files=min(run.new_files, NEW_FILES_MAX)
+                          if new_files_in and run.new_files is not None else None)
 
     def cancel_exec(self, sandbox_id: str, ref: str) -> bool:
         """Kill a running exec's whole process tree, including what left its process

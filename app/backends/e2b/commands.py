@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from e2b import CommandExitException, SandboxNotRunningException, TimeoutException
 
-from app.backends.base import NEW_FILES_SCRIPT, ExecResult
+from app.backends.base import NEW_FILES_MAX, ExecResult, new_files_script
 from app.backends.e2b import io
 from app.backends.sandbox_paths import WORKDIR
 
@@ -69,14 +69,14 @@ class E2BCommands:
 
     def _new_files(self, handle, secrets: tuple[str, ...], folder: str, since: float,
                    user: str | None) -> int | None:
-        script = f"sh -c {shlex.quote(NEW_FILES_SCRIPT)} sh {shlex.quote(folder)} {since:.6f}"
+        script = f"sh -c {shlex.quote(new_files_script(shlex.quote(folder), f'{since:.6f}'))}"
         with self._errors("count new files", secrets):
             try:
                 found = handle.commands.run(script, user=user, timeout=10)
             except CommandExitException:
                 return None
         count = found.stdout.strip()
-        return int(count) if count.isdigit() else None
+        return min(int(count), NEW_FILES_MAX) if count.isdigit() else None
 
     def cancel_exec(self, sandbox_id: str, ref: str) -> bool:
         """SIGKILL a running command; envd signals its whole process group. False when it
