@@ -10,7 +10,7 @@ import pytest
 
 from app.services.sessions import terminals
 from tests.api.test_session_terminal import Term, new_ticket
-from tests.api.test_sessions_remote import CONFIGS, provider  # noqa: F401 - the fixture
+from tests.api.test_sessions_remote import provider, remote_config  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.usefixtures("private_endpoints")
 
@@ -20,12 +20,8 @@ def test_a_terminal_round_trip_on_a_remote_provider(two_tenants, bearer, provide
     monkeypatch.setattr(terminals, "KEEPALIVE_SEC", 0.5)
     kind, server = provider
     a, _ = two_tenants
-    admin = bearer(a.admin, a.tenant)
-    settings = server.settings()
-    allow_private = settings.pop("allow_private_endpoints")
-    config = admin.post(CONFIGS, json={"name": kind, "config": {
-        "sandbox_type": kind, "allow_private_endpoints": allow_private, kind: settings,
-        "env_vars": {"FROM_CONFIG": "yes"}}}).json["data"]
+    config = remote_config(bearer(a.admin, a.tenant), kind, server,
+                           env_vars={"FROM_CONFIG": "yes"})["data"]
     member = bearer(a.contributor, a.tenant)
     session_id = member.post("/api/v1/sessions",
                              json={"sandbox_config_id": config["id"]}).json["data"]["id"]

@@ -27,17 +27,23 @@ def provider(request):
     server.stop()
 
 
-def test_session_on_remote_provider_creates_once_and_reuses(two_tenants, bearer, provider):
-    kind, server = provider
-    a, _ = two_tenants
-    admin = bearer(a.admin, a.tenant)
+def remote_config(admin, kind: str, server, **fields) -> dict:
+    """A config of the fake provider `server` saved through the API (the answer's JSON)."""
     settings = server.settings()
     allow_private = settings.pop("allow_private_endpoints")
     config = admin.post(CONFIGS, json={"name": kind, "config": {
         "sandbox_type": kind, "allow_private_endpoints": allow_private, kind: settings,
-        "env_vars": {"FROM_CONFIG": "yes"},
-        "network": {"deny_egress_by_default": True, "allow_out": ["*.pypi.org"]}}}).json
+        **fields}}).json
     assert "data" in config, config
+    return config
+
+
+def test_session_on_remote_provider_creates_once_and_reuses(two_tenants, bearer, provider):
+    kind, server = provider
+    a, _ = two_tenants
+    admin = bearer(a.admin, a.tenant)
+    config = remote_config(admin, kind, server, env_vars={"FROM_CONFIG": "yes"}, network={
+        "deny_egress_by_default": True, "allow_out": ["*.pypi.org"]})
     session_id = admin.post("/api/v1/sessions",
                             json={"sandbox_config_id": config["data"]["id"]}).json["data"]["id"]
     first = admin.post(f"/api/v1/sessions/{session_id}/exec",
