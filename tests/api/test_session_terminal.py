@@ -5,6 +5,7 @@ Docker sandbox: round trip, resize, the limits, idle disconnect and the session'
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -13,10 +14,19 @@ from datetime import timedelta
 from urllib.parse import urlsplit
 
 import pytest
-from simple_websocket import Client, ConnectionClosed
 from sqlalchemy import select, update
 from wsproto import ConnectionType, WSConnection
-from wsproto.events import CloseConnection, Ping, Request
+from wsproto.events import (
+    AcceptConnection,
+    BytesMessage,
+    CloseConnection,
+    Message,
+    Ping,
+    RejectConnection,
+    Request,
+    TextMessage,
+)
+from wsproto.utilities import LocalProtocolError
 
 from app.api import terminals as terminals_api
 from app.extensions import db
@@ -83,44 +93,80 @@ def knock(client, session, token):
 
 
 class Term:
-    """A WebSocket client of the terminal, as the page's script is."""
+    """A WebSocket client of the terminal on its own socket (wsproto, no thread), as a
+    browser is: frames that arrive with the handshake's answer are kept (simple_websocket's
+    client drops them when the server closes right after, as a refusal does)."""
 
     def __init__(self, base: str, url: str):
-        self.ws = Client.connect(base.replace("http", "ws", 1) + url + "&cols=100&rows=30")
+        parts = urlsplit(f"{base}{url}&cols=100&rows=30")
+        self.sock = socket.create_connection((parts.hostname, parts.port), timeout=10)
+        self.ws = WSConnection(ConnectionType.CLIENT)
+        self.sock.sendall(self.ws.send(Request(host=parts.netloc,
+                                               target=f"{parts.path}?{parts.query}")))
         self.seen, self.control = b"", []
+        self.accepted, self.open = False, True
+        deadline = time.monotonic() + 10
+        while not self.accepted:
+            assert self.open and time.monotonic() < deadline, "the handshake was not answered"
+            self._read(0.5)
+
+    def _read(self, timeout: float) -> None:
+        if not self.open:
+            return
+        self.sock.settimeout(timeout)
+        try:
+            data = self.sock.recv(65536)
+        except TimeoutError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.open = False
+            return
+        self.ws.receive_data(data)
+        for event in self.ws.events():
+            if isinstance(event, AcceptConnection):
+                self.accepted = True
+            elif isinstance(event, RejectConnection):
+                raise AssertionError(f"refused with {event.status_code}")
+            elif isinstance(event, BytesMessage):
+                self.seen += event.data
+            elif isinstance(event, TextMessage):
+                self.control.append(json.loads(event.data))
+            elif isinstance(event, Ping):
+                self.sock.sendall(self.ws.send(event.response()))
+            elif isinstance(event, CloseConnection):
+                with contextlib.suppress(OSError, LocalProtocolError):
+                    self.sock.sendall(self.ws.send(event.response()))
+                self.open = False
 
     def until(self, text: bytes, seconds: float = 10) -> bytes:
         deadline = time.monotonic() + seconds
         while text not in self.seen:
             assert time.monotonic() < deadline, f"never saw {text!r}: {self.seen[-300:]!r}"
-            self._take(self.ws.receive(timeout=0.5))
+            assert self.open, f"closed before {text!r}: {self.control}"
+            self._read(0.5)
         return self.seen
 
     def closed(self, seconds: float = 15) -> dict:
         """The closing message (the socket then closes)."""
         deadline = time.monotonic() + seconds
-        while not any(c.get("type") == "closed" for c in self.control):
+        while self.open and not any(c.get("type") == "closed" for c in self.control):
             assert time.monotonic() < deadline, f"not closed: {self.control}"
-            try:
-                self._take(self.ws.receive(timeout=0.5))
-            except ConnectionClosed:
-                break
+            self._read(0.5)
         return next(c for c in self.control if c.get("type") == "closed")
 
-    def _take(self, frame) -> None:
-        if isinstance(frame, bytes):
-            self.seen += frame
-        elif frame is not None:
-            self.control.append(json.loads(frame))
-
     def type(self, text: str) -> None:
-        self.ws.send(text.encode())
+        self.sock.sendall(self.ws.send(Message(data=text.encode())))
+
+    def send_json(self, control: dict) -> None:
+        self.sock.sendall(self.ws.send(Message(data=json.dumps(control))))
 
     def close(self) -> None:
-        try:
-            self.ws.close()
-        except ConnectionClosed:  # the server closed it first
-            pass
+        if self.open:
+            with contextlib.suppress(OSError, LocalProtocolError):
+                self.sock.sendall(self.ws.send(CloseConnection(code=1000)))
+        self.sock.close()
 
 
 def open_rows(session) -> int:
@@ -147,7 +193,7 @@ def test_a_terminal_round_trip_in_the_sessions_sandbox(world, bearer, live_serve
         term.type("echo hi-$((6*7)) $(id -un) $(pwd) $MY_WIDE; stty size\r")
         term.until(b"hi-42 sandbox /workspace members-own")
         term.until(b"30 100")
-        term.ws.send(json.dumps({"type": "resize", "cols": 132, "rows": 40}))
+        term.send_json({"type": "resize", "cols": 132, "rows": 40})
         term.type("stty size\r")
         term.until(b"40 132")
         assert open_rows(session) == 1
@@ -293,7 +339,7 @@ def test_the_relay_reads_its_websocket_on_its_own_thread(world, bearer, live_ser
     try:
         term.until(b"$ ")
         server_readers = [t.name for t in threading.enumerate()
-                          if "simple_websocket" in t.name and t is not term.ws.thread]
+                          if "simple_websocket" in t.name]
         assert server_readers == []
         term.type("echo still-$((2*21))\r")
         term.until(b"still-42")

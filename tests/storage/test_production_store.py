@@ -17,7 +17,10 @@ PRODUCTION = {"ENV": "production", "SECRET_KEY": "k" * 40,
               "SECRETS_KEYS": [Fernet.generate_key().decode()],
               "SQLALCHEMY_DATABASE_URI": "sqlite://", "REDIS_URL": "redis://127.0.0.1:9/0",
               "SKILL_BUNDLE_DIR": "/var/lib/sandlot/bundles", "SKILL_BUNDLE_STORE": "",
-              "SKILL_BUNDLE_DIR_SHARED": False}
+              "SKILL_BUNDLE_DIR_SHARED": False,
+              # The limiter is one object per process: an app on the closed Redis would
+              # rebind every later test's sign-in limits to it.
+              "RATELIMIT_STORAGE_URI": "memory://"}
 
 
 @pytest.mark.parametrize("store", ["", "file:///var/lib/sandlot/bundles"])
