@@ -68,13 +68,16 @@ def test_racing_admissions_never_pass_a_limit(apps):
     second = second or first
     taken, refused = [], []
 
-    def race(app):
+    def race(app, member):
         try:
-            taken.append(admit(app, capacity.Use("run", 7, f"user:{threading.get_ident()}")))
+            taken.append(admit(app, capacity.Use("run", 7, f"user:{member}")))
         except OverQuota:
             refused.append(1)
 
-    threads = [threading.Thread(target=race, args=(a,)) for a in (first, second) * 6]
+    # one member per thread (thread idents are reused once a thread ends, so never
+    # name a member after one: two racers would share a member's limit of 2)
+    threads = [threading.Thread(target=race, args=(app, member))
+               for member, app in enumerate((first, second) * 6, start=100)]
     for thread in threads:
         thread.start()
     for thread in threads:
