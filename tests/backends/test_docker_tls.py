@@ -99,3 +99,58 @@ def test_an_untrusted_engine_certificate_is_an_auth_error(untrusted_tls_server, 
 
     with pytest.raises(BackendAuthError, match="TLS"):
         backend.health()
+
+
+@pytest.fixture
+def trusted_tls_engine(tmp_path) -> Iterator[tuple[int, Path]]:
+    """A TLS listener signed by the engine's own private CA (ca.pem, cert.pem and key.pem
+    in the returned directory) that answers every request with an engine's API version."""
+    certs = tmp_path / "engine-client"
+    certs.mkdir()
+    ca_key, server_key, client_key = _key(), _key(), _key()
+    _write(certs / "ca.pem", _cert("engine CA", ca_key, "engine CA", ca_key, True))
+    _write(certs / "cert.pem", _cert("client", client_key, "engine CA", ca_key, False))
+    _write(certs / "key.pem", key=client_key)
+    _write(tmp_path / "srv.pem", _cert("localhost", server_key, "engine CA", ca_key, False))
+    _write(tmp_path / "srv-key.pem", key=server_key)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "srv.pem", tmp_path / "srv-key.pem")
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve():
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            try:
+                with context.wrap_socket(conn, server_side=True) as tls:
+                    tls.recv(65536)
+                    body = b'{"ApiVersion": "1.43"}'
+                    tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                b"Content-Length: %d\r\nConnection: close\r\n\r\n%s"
+                                % (len(body), body))
+            except (ssl.SSLError, OSError):
+                pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield listener.getsockname()[1], certs
+    stop.set()
+    thread.join(2)
+    listener.close()
+
+
+def test_an_engine_s_private_ca_is_used_whatever_requests_ca_bundle_says(
+        trusted_tls_engine, client_certs, monkeypatch):
+    """requests lets REQUESTS_CA_BUNDLE (or CURL_CA_BUNDLE) replace a session's own CA on
+    every request; an operator's bundle for other services must not break, or widen,
+    which certificate an engine may present."""
+    port, certs = trusted_tls_engine
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(client_certs / "ca.pem"))  # another CA
+    backend = DockerBackend({"host": f"tcp://localhost:{port}", "tls_cert_path": str(certs),
+                             "http_timeout_sec": 5})
+
+    backend.health()  # the engine's CA verifies it; the environment's bundle plays no part

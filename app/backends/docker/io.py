@@ -95,12 +95,13 @@ def make_client(settings: DockerSettings) -> docker.APIClient:
                                    f"{', '.join(missing)}")
         tls = docker.tls.TLSConfig(client_cert=(paths["cert"], paths["key"]),
                                    ca_cert=paths["ca"], verify=True)
-    client = docker.APIClient(base_url=settings.host, version="auto", tls=tls,
-                              timeout=settings.http_timeout_sec)
-    if settings.host.startswith("unix://"):
-        # No proxy or .netrc applies to a local socket; requests would look them up
-        # (environment and a file read) on every call, ~1 ms each.
-        client.trust_env = False
+    # The version is asked only once the client ignores the environment: requests would
+    # let REQUESTS_CA_BUNDLE (or CURL_CA_BUNDLE) replace the engine's own CA on every
+    # request, and would look up proxies and .netrc (a file read, ~1 ms) on each call.
+    client = docker.APIClient(base_url=settings.host, tls=tls, timeout=settings.http_timeout_sec,
+                              version=docker.constants.MINIMUM_DOCKER_API_VERSION)
+    client.trust_env = False
+    client._version = client._retrieve_server_version()  # what version="auto" would do
     return client
 
 
