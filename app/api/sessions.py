@@ -35,9 +35,14 @@ class SessionOut(Out):
     id: str
     sandbox_config_id: str
     title: str
-    binding_state: str
+    binding_state: str = Field(description=(
+        "`none` (no sandbox yet), `creating`, `bound`, or `gone`: its sandbox is missing on "
+        "the engine that held it, and commands are refused with `sandbox_gone` until "
+        "`POST .../sandbox` starts a new one"))
     sandbox_id: str | None
     provider: str | None
+    engine: str | None = Field(description=(
+        "Docker: the engine that holds the sandbox, by the name the operator lists it under"))
     binding_version: int
     exec_count: int
     policy: dict[str, Any] | None = Field(
@@ -106,6 +111,17 @@ def list_sessions():
 @doc("One of your sessions", response=SessionOut, errors=(404,))
 def get_session(session_id):
     return ok(project(SessionOut, _own(str(session_id))))
+
+
+@bp.post("/sessions/<uuid:session_id>/sandbox")
+@guard(Role.viewer)
+@doc("Start the session's sandbox without running a command: creates one when it has none "
+     "or when its sandbox is `gone` (that sandbox's files are lost), resumes a paused one, "
+     "and keeps a running one", response=SessionOut, errors=(404, 409, 429, 503))
+def start_session_sandbox(session_id):
+    session = _own(str(session_id))
+    sessions.start_sandbox(current_tenant(), g.principal.user, session)
+    return ok(project(SessionOut, session))
 
 
 @bp.delete("/sessions/<uuid:session_id>")

@@ -35,8 +35,9 @@ class WorkspaceSessionOut(Out):
     sandbox_config_id: str
     sandbox_config_name: str
     owner: OwnerOut = Field(description="The member whose session it is")
-    status: str = Field(description="`idle` (no sandbox yet), `starting` or `live` (bound to "
-                        "a sandbox, which may be paused)")
+    status: str = Field(description="`idle` (no sandbox yet), `starting`, `live` (bound to "
+                        "a sandbox, which may be paused) or `gone` (its sandbox is missing "
+                        "on its engine until its member starts a new one)")
     exec_count: int
     created_at: datetime
     last_used_at: datetime | None

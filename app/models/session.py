@@ -17,6 +17,9 @@ class BindingState(enum.StrEnum):
     none = "none"  # no sandbox yet (or it was lost and not yet replaced)
     creating = "creating"  # one request holds the right to create it
     bound = "bound"
+    # Its sandbox is missing on the engine that held it (decisions 17): reported, never
+    # silently replaced; the member starts a new one (POST /sessions/:id/sandbox).
+    gone = "gone"
 
 
 class SandboxSession(db.Model):
@@ -36,6 +39,11 @@ class SandboxSession(db.Model):
     claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     sandbox_id: Mapped[str | None] = mapped_column(String(128))
     provider: Mapped[str | None] = mapped_column(String(16))
+    # Docker: the engine holding the sandbox, by the operator's name (decisions 11) and by
+    # the engine's own id, so a host whose engine of that name is another never touches
+    # or replaces it (decisions 17). None on E2B and Cube.
+    engine: Mapped[str | None] = mapped_column(String(64))
+    engine_uid: Mapped[str | None] = mapped_column(String(128))
     sandbox_created_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     skill_generation: Mapped[int] = mapped_column(default=0)
     stale: Mapped[bool] = mapped_column(default=False)

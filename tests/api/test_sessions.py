@@ -83,7 +83,9 @@ def test_output_is_capped_with_a_marker(world):
     assert out["stdout"].endswith("[output truncated: only the first 256 KiB are shown]\n")
 
 
-def test_paused_sandbox_is_resumed_and_dead_one_replaced(world, engine):
+def test_paused_sandbox_is_resumed_and_a_missing_one_is_gone_until_started_again(world, engine):
+    """Decisions 17: a sandbox missing on its engine is reported gone, never silently
+    replaced by an empty one (reference 9.1 replaces it: docs/deviations.md)."""
     _, _, config, member, _ = world
     session_id = open_session(member, config["id"])
     sandbox_id = run(member, session_id, "true").json["data"]["sandbox_id"]
@@ -91,9 +93,64 @@ def test_paused_sandbox_is_resumed_and_dead_one_replaced(world, engine):
     resumed = run(member, session_id, "echo back").json["data"]
     assert resumed["sandbox_id"] == sandbox_id and resumed["stdout"] == "back\n"
     engine.delete(sandbox_id)
-    replaced = run(member, session_id, "echo new").json["data"]
-    assert replaced["sandbox_id"] != sandbox_id and replaced["reused"] is False
-    assert member.get(f"/api/v1/sessions/{session_id}").json["data"]["binding_version"] == 2
+
+    refused = run(member, session_id, "echo new")
+    assert refused.status_code == 409, refused.json
+    assert refused.json["error"]["code"] == "sandbox_gone"
+    assert "Start a new sandbox" in refused.json["error"]["message"]
+    view = member.get(f"/api/v1/sessions/{session_id}").json["data"]
+    assert view["binding_state"] == "gone" and view["sandbox_id"] is None
+    assert view["engine"] == "local"
+    assert engine.list({"sandlot_session_id": session_id}) == []  # nothing new was made
+    again = run(member, session_id, "echo again")
+    assert again.json["error"]["code"] == "sandbox_gone"  # until the member decides
+    for refused in (member.get(f"/api/v1/sessions/{session_id}/files?path=/workspace"),
+                    member.post(f"/api/v1/sessions/{session_id}/terminal-tickets")):
+        assert refused.status_code == 409 and refused.json["error"]["code"] == "sandbox_gone"
+
+    started = member.post(f"/api/v1/sessions/{session_id}/sandbox")
+    assert started.status_code == 200, started.json
+    fresh = started.json["data"]
+    assert fresh["binding_state"] == "bound" and fresh["sandbox_id"] not in (None, sandbox_id)
+    assert fresh["binding_version"] == 2
+    after = run(member, session_id, "echo new").json["data"]
+    assert after["sandbox_id"] == fresh["sandbox_id"] and after["reused"] is True
+
+
+def test_starting_a_session_s_sandbox_keeps_a_live_one(world):
+    _, _, config, member, _ = world
+    session_id = open_session(member, config["id"])
+    started = member.post(f"/api/v1/sessions/{session_id}/sandbox").json["data"]
+    assert started["binding_state"] == "bound" and started["binding_version"] == 1
+    again = member.post(f"/api/v1/sessions/{session_id}/sandbox").json["data"]
+    assert again["sandbox_id"] == started["sandbox_id"] and again["binding_version"] == 1
+    other = world[4](world[0].viewer, world[0].tenant)
+    assert other.post(f"/api/v1/sessions/{session_id}/sandbox").status_code == 404
+
+
+def test_a_sandbox_on_another_host_s_engine_is_never_replaced_here(world, engine):
+    """Issue 28: host B answered 200 with a new, empty sandbox when the container was
+    missing from the engine it talks to. A session records the engine that holds its
+    sandbox; a host whose engine of that name is another one says where it is."""
+    _, _, config, member, _ = world
+    session_id = open_session(member, config["id"])
+    sandbox_id = run(member, session_id, "echo kept > /tmp/mark").json["data"]["sandbox_id"]
+    row = db.session.get(SandboxSession, session_id)
+    assert row.engine == "local" and row.engine_uid  # the engine's own id, from the engine
+    row.engine_uid = "an-engine-on-another-host"
+    db.session.commit()
+
+    refused = run(member, session_id, "cat /tmp/mark")
+    assert refused.status_code == 409, refused.json
+    assert refused.json["error"]["code"] == "sandbox_on_other_engine"
+    assert "local" in refused.json["error"]["message"]
+    files = member.get(f"/api/v1/sessions/{session_id}/files?path=/workspace")
+    assert files.json["error"]["code"] == "sandbox_on_other_engine"
+    restart = member.post(f"/api/v1/sessions/{session_id}/sandbox")
+    assert restart.json["error"]["code"] == "sandbox_on_other_engine"
+    assert [s.id for s in engine.list({"sandlot_session_id": session_id})] == [sandbox_id]
+    view = member.get(f"/api/v1/sessions/{session_id}").json["data"]
+    assert view["binding_state"] == "bound" and view["sandbox_id"] == sandbox_id
 
 
 def test_lost_binding_is_recovered_by_metadata(world):
@@ -253,10 +310,11 @@ def test_exec_with_a_ready_skill_runs_in_its_dir_with_the_runtime_names(world, e
     assert plain["stdout"] == "[]\n"
 
 
-def test_sandbox_changed_behind_the_apps_back_is_resumed_or_replaced(world):
+def test_sandbox_changed_behind_the_apps_back_is_resumed_replaced_or_gone(world):
     """The exec path may trust a recent look at the sandbox (issue 11 item 7); a container
     paused, stopped or removed by someone else moments later must still be resumed
-    (same sandbox, its files kept) or replaced, never reported as a failure."""
+    (same sandbox, its files kept), replaced (stopped) or reported gone (removed), never
+    a generic failure."""
     import docker
 
     _, _, config, member, _ = world
@@ -279,10 +337,9 @@ def test_sandbox_changed_behind_the_apps_back_is_resumed_or_replaced(world):
         # orphan sweep releases such disks at its next start; this test releases its own.
         removed_disk = docker_disk.disk_of(raw.inspect_container(replaced_id))
         raw.remove_container(replaced_id, force=True)
-        removed = run(member, session_id, "echo after-remove")
-        assert removed.status_code == 200, removed.json
-        assert removed.json["data"]["stdout"] == "after-remove\n"
-        assert removed.json["data"]["sandbox_id"] != replaced_id
+        removed = run(member, session_id, "echo after-remove")  # gone: decisions 17
+        assert removed.status_code == 409, removed.json
+        assert removed.json["error"]["code"] == "sandbox_gone"
     finally:
         docker_disk.release(removed_disk)
         raw.close()

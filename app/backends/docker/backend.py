@@ -67,6 +67,7 @@ from app.backends.sandbox_paths import is_ours as _ours
 # session looks again and resumes or replaces the sandbox (app.services.sessions.binding).
 FRESH_SEC = 2.0
 _LOOKS: dict[str, dict[str, tuple[float, dict[str, Any]]]] = {}  # engine -> id -> look
+_ENGINE_IDS: dict[str, str] = {}  # engine url -> the engine's own id (engine_identity)
 
 _DISK_POOL = ThreadPoolExecutor(4, thread_name_prefix="sandbox-disk")
 
@@ -309,6 +310,15 @@ class DockerBackend(DockerCommands, DockerFiles, DockerImages, DockerCarry, Dock
 
     def get(self, sandbox_id: str) -> SandboxInfo:
         return containers.from_inspect(self._inspect(sandbox_id))
+
+    def engine_identity(self) -> str:
+        """The engine's own id (`docker info`'s ID, kept across its restarts), asked once
+        per process: two hosts' engines listed under one name tell apart by it."""
+        found = _ENGINE_IDS.get(self.settings.host)
+        if found is None:
+            with self._errors("identify the engine"):
+                found = _ENGINE_IDS[self.settings.host] = str(self.api.info().get("ID") or "")
+        return found
 
     def apply_network_policy(self, sandbox_id: str, policy: ResolvedNetworkPolicy) -> bool:
         """The host's rules, resolver and gateway of a running sandbox follow `policy`.

@@ -2,7 +2,10 @@
 
 Split from app.services.sessions.lifecycle (the exec path) along the binding seam. The first exec
 creates the sandbox; later ones reuse it. A paused sandbox (TTL expiry) is resumed, a
-dead one replaced, a lost binding recovered by listing the provider by metadata.
+stopped one replaced, a lost binding recovered by listing the provider by metadata.
+A sandbox missing on its engine is gone (decisions 17): the session says so until its
+member starts a new one, and a host whose engine of the recorded name is another engine
+never touches it.
 Creation is serialised per session without row locks: a request must win a conditional
 UPDATE (`none` -> `creating`) before it may create, so two concurrent first execs create
 exactly one sandbox on SQLite and PostgreSQL alike.
@@ -20,7 +23,7 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.exc import InvalidRequestError
 
 from app.backends.base import Backend, BackendError, SandboxNotFound, SandboxSpec, SandboxState
-from app.errors import NotFound, Unavailable
+from app.errors import Conflict, NotFound, Unavailable
 from app.extensions import db
 from app.models import BindingState, SandboxConfig, SandboxSession, Tenant
 from app.models.types import utcnow
@@ -32,6 +35,24 @@ from app.services.sandboxes.provider import backend_for, labels
 log = logging.getLogger("sandlot.sessions")
 CLAIM_EXPIRY = timedelta(seconds=180)  # a creator that died frees its claim after this
 WAIT_FOR_CREATOR_SEC = 150
+
+
+class SandboxGone(Conflict):
+    code = "sandbox_gone"
+    message = ("This session's sandbox is gone: the engine that ran it no longer has it "
+               "(it was removed or expired), and its files went with it. Start a new "
+               "sandbox for this session to run commands again.")
+
+
+class SandboxElsewhere(Conflict):
+    code = "sandbox_on_other_engine"
+
+    def __init__(self, engine: str):
+        super().__init__(
+            f"This session's sandbox is on the Docker engine \u201c{engine}\u201d of another "
+            "host, and this server reaches a different engine under that name, so it can "
+            "neither use nor replace it here. Open the session through the host that runs "
+            "that engine, or ask an admin.")
 
 
 def ensure_sandbox(session: SandboxSession, config: SandboxConfig, backend: Backend,
@@ -47,6 +68,8 @@ def ensure_sandbox(session: SandboxSession, config: SandboxConfig, backend: Back
             looked = False
         except InvalidRequestError:  # its row is gone: ended meanwhile (member or admin)
             raise NotFound("No such session.") from None
+        if session.binding_state == BindingState.gone:
+            raise SandboxGone()
         if session.binding_state == BindingState.bound:
             sandbox_id = _usable(session, config, backend)
             if sandbox_id:
@@ -64,11 +87,11 @@ def _usable(session: SandboxSession, config: SandboxConfig, backend: Backend) ->
     if session.stale or (_generation(config) > session.skill_generation and _rebuilds(config)):
         _discard(session, backend)
         return None
+    require_same_engine(session, backend)
     try:  # a look the engine's backend took moments ago will do (SandboxStale if wrong)
         info = getattr(backend, "get_recent", backend.get)(sandbox_id)
     except SandboxNotFound:
-        unbind(session)
-        return None
+        raise gone(session) from None
     if info.state == SandboxState.running:
         return sandbox_id
     if info.state == SandboxState.paused:
@@ -85,12 +108,15 @@ def bound_sandbox(session: SandboxSession, backend: Backend) -> str | None:
     """The session's sandbox as it is, running (resumed if paused), or None when it has
     none now. Never creates, replaces or discards one: the session's files are looked at
     where they are, even in a sandbox the next command would replace."""
+    if session.binding_state == BindingState.gone:
+        raise SandboxGone()
     if session.binding_state != BindingState.bound or not session.sandbox_id:
         return None
+    require_same_engine(session, backend)
     try:
         info = backend.get(session.sandbox_id)
     except SandboxNotFound:
-        return None
+        raise gone(session) from None
     if info.state == SandboxState.paused:
         backend.connect(session.sandbox_id)
     elif info.state != SandboxState.running:
@@ -110,7 +136,7 @@ def _create_claimed(session: SandboxSession, config: SandboxConfig, backend: Bac
             if keep.state == SandboxState.paused:
                 backend.connect(keep.id)
             version = int(keep.metadata.get("sandlot_binding_version") or 0)
-            _bind(session, keep.id, version, config, policy=None)
+            _bind(session, keep.id, version, config, policy=None, backend=backend)
             return keep.id
         quotas.admit_sandbox(db.session.get(Tenant, session.tenant_id), session,
                              config.config, document.memory_mb)
@@ -121,7 +147,7 @@ def _create_claimed(session: SandboxSession, config: SandboxConfig, backend: Bac
         unbind(session)  # give the claim back so the next request can try again
         raise
     if not _bind(session, info.id, version, config, policy=document.policy_summary(spec.network),
-                 traffic_token=info.traffic_token):
+                 backend=backend, traffic_token=info.traffic_token):
         # Ended (by its member or an admin) while we created it: nobody else knows of
         # this sandbox, so it goes now rather than being left running.
         backend.delete(info.id)
@@ -179,13 +205,19 @@ def _claim(session: SandboxSession) -> bool:
 
 
 def _bind(session: SandboxSession, sandbox_id: str, version: int, config: SandboxConfig,
-          policy: dict[str, Any] | None, traffic_token: str | None = None) -> bool:
-    """Record the binding; False when the session was ended meanwhile."""
+          policy: dict[str, Any] | None, backend: Backend,
+          traffic_token: str | None = None) -> bool:
+    """Record the binding, and the engine that holds it; False when the session was
+    ended meanwhile."""
+    identity = getattr(backend, "engine_identity", None)
     values: dict[str, Any] = {
         "binding_state": BindingState.bound, "sandbox_id": sandbox_id, "traffic_token": None,
         "binding_version": version, "provider": config.config["sandbox_type"],
         "sandbox_created_at": utcnow(), "claimed_at": None, "stale": False,
-        "skill_generation": _generation(config)}
+        "skill_generation": _generation(config),
+        "engine": (endpoints.engine_of(config.config.get("docker") or {})
+                   if identity is not None else None),
+        "engine_uid": identity() if identity is not None else None}
     if policy is not None:
         values["policy"] = policy
     if traffic_token is not None:
@@ -201,6 +233,35 @@ def unbind(session: SandboxSession) -> None:
     db.session.execute(update(SandboxSession).where(SandboxSession.id == session.id).values(
         binding_state=BindingState.none, sandbox_id=None, claimed_at=None, traffic_token=None))
     db.session.commit()
+
+
+def require_same_engine(session: SandboxSession, backend: Backend) -> None:
+    """Refuse to use (or replace) a sandbox recorded on another engine than the one this
+    process reaches under the session's engine name (two hosts' `local` engines)."""
+    identity = getattr(backend, "engine_identity", None)
+    if session.engine_uid and identity is not None and identity() != session.engine_uid:
+        raise SandboxElsewhere(session.engine or "unnamed")
+
+
+def gone(session: SandboxSession) -> SandboxGone:
+    """Mark the session's sandbox gone (it is missing on its own engine) and return the
+    error that says so; a binding another request changed meanwhile is left as it is."""
+    db.session.rollback()
+    db.session.execute(update(SandboxSession).where(
+        SandboxSession.id == session.id, SandboxSession.binding_state == BindingState.bound,
+        SandboxSession.sandbox_id == session.sandbox_id).values(
+        binding_state=BindingState.gone, sandbox_id=None, claimed_at=None, traffic_token=None))
+    db.session.commit()
+    return SandboxGone()
+
+
+def start_again(session: SandboxSession) -> None:
+    """The member asked for a new sandbox after theirs went: the next start creates one."""
+    db.session.execute(update(SandboxSession).where(
+        SandboxSession.id == session.id, SandboxSession.binding_state == BindingState.gone)
+        .values(binding_state=BindingState.none))
+    db.session.commit()
+    db.session.refresh(session)
 
 
 def _discard(session: SandboxSession, backend: Backend) -> None:

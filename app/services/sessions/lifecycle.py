@@ -161,8 +161,9 @@ def _prepare(tenant: Tenant, user: User, session: SandboxSession, command: str,
     if config.is_cordoned(utcnow()):
         raise cordoned()
     endpoints.require_backend(config.config)
-    if session.binding_state == BindingState.none:  # refused before a run is recorded;
-        # the create checks again while it holds the session's claim
+    if session.binding_state in (BindingState.none, BindingState.gone):
+        # Refused before a run is recorded; the create checks again while it holds the
+        # session's claim (a gone sandbox is replaced only when its member starts one).
         quotas.admit_sandbox(tenant, session, config.config, document.memory_mb)
     who = Who.user(tenant, user)
     installed = skill_exec.usable_skill(config, skill) if skill else None
@@ -246,16 +247,31 @@ def exec_prepared(session: SandboxSession, command: str, prepared: Prepared,
         except SandboxStale:  # a recent look no longer held: look again (resume/replace)
             sandbox_id, reused = session_binding.ensure_sandbox(session, config, backend)
             result = backend.exec(sandbox_id, run, **exec_args)
-        except SandboxNotFound:  # it died between the check and the exec: replace it once
-            session_binding.unbind(session)
-            sandbox_id, reused = session_binding.ensure_sandbox(session, config, backend)
-            result = backend.exec(sandbox_id, run, **exec_args)
+        except SandboxNotFound:  # it went between the look and the exec (decisions 17)
+            raise session_binding.gone(session) from None
         if capture_to is not None and installed is not None:
             skill_exec.capture(backend, sandbox_id, who, installed, capture_to, result)
     # The session's last_used_at/exec_count are written by the caller (a run) in the
     # same commit as the run's verdict: `touch`.
     return dataclasses.replace(_outcome(result, sandbox_id, reused),
                                missing_env=resolution.missing if installed else None)
+
+
+def start_sandbox(tenant: Tenant, user: User, session: SandboxSession) -> None:
+    """Create (or resume) the session's sandbox without running a command: for a terminal
+    or files before the first command, and the member's new sandbox after theirs went
+    (decisions 17). The same checks and quotas as a command's."""
+    precheck(tenant, user, session, "sh", None, None)
+    session_binding.start_again(session)
+    config = live_config(tenant.id, session.sandbox_config_id)
+    with provider_errors(config, "starting the sandbox"):
+        backend = _backend(session, config.config)
+        try:
+            session_binding.ensure_sandbox(session, config, backend)
+        finally:
+            backend.close()
+    audit.record(tenant, MemberActor(user), "session.sandbox_started", "session", session.id)
+    db.session.commit()
 
 
 def exec_timeout(doc: dict[str, Any], timeout_sec: int | None) -> int:

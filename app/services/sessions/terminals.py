@@ -104,6 +104,8 @@ def issue_ticket(tenant: Tenant, user: User, session: SandboxSession,
     """A one-time ticket for a terminal in `session` (the caller's own), refused as the
     connection would be: scripts off, a cordoned config, no sandbox yet, or no room."""
     lifecycle.precheck(tenant, user, session, "sh", None, None)
+    if session.binding_state == BindingState.gone:
+        raise binding.SandboxGone()
     if session.binding_state != BindingState.bound:
         raise NotBound()
     capacity.check(_use(session), _limits(), "terminals", ADVICE)
@@ -390,19 +392,3 @@ def _span(seconds: int) -> str:
 
 
 # -- starting the sandbox -----------------------------------------------------------------
-
-def start_sandbox(tenant: Tenant, user: User, session: SandboxSession) -> None:
-    """Create (or resume) the session's sandbox without running a command, for a terminal
-    or files before the first command; the same checks and quotas as a command's."""
-    lifecycle.precheck(tenant, user, session, "sh", None, None)
-    config = _config(session)
-    with lifecycle.provider_errors(config, "starting the sandbox"):
-        backend = backend_for(config.config, session.sandbox_id, session.traffic_token)
-        try:
-            binding.ensure_sandbox(session, config, backend)
-        finally:
-            backend.close()
-    audit.record(tenant, lifecycle.MemberActor(user), "session.sandbox_started", "session",
-                 session.id)
-    db.session.commit()
-

@@ -28,8 +28,10 @@ class SessionRow:
 
 
 def status_of(session: SandboxSession) -> str:
-    """`idle` (no sandbox yet), `starting` (one is being created) or `live` (bound)."""
-    return {"none": "idle", "creating": "starting"}.get(session.binding_state.value, "live")
+    """`idle` (no sandbox yet), `starting` (one is being created), `gone` (its sandbox
+    is missing on its engine) or `live` (bound)."""
+    return {"none": "idle", "creating": "starting", "gone": "gone"}.get(
+        session.binding_state.value, "live")
 
 
 def _workspace_query(tenant: Tenant, config_id: str | None):
