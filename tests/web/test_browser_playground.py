@@ -196,3 +196,49 @@ def _run_skill_in_the_playground(tab, workspace, skill_id, actor):
     assert tab.evaluate("document.documentElement.scrollWidth") <= 390
     pane.get_by_label("Skill").scroll_into_view_if_needed()
     shot(tab, "playground-skill-mobile.png")
+
+
+@pytest.mark.console_errors("status of 409", "Error Code 409")  # the refused run
+def test_a_gone_sandbox_is_said_and_a_new_one_started_from_the_header(tab, workspace):
+    """Decisions 17 in the browser: the run's entry and the header say the sandbox is gone,
+    the header's button starts a new one, and the next command runs in it; at 390 px, no
+    serious axe finding."""
+    from app.backends.docker.backend import DockerBackend
+    from tests.backends.conftest import DOCKER_HOST
+    from tests.web.test_a11y import serious
+
+    sign_in(tab, workspace.contributor.email)
+    session = db.session.scalar(select(SandboxSession))
+    tab.goto(f"/playground/{session.id}")
+    pane = tab.locator("#session-pane")
+    pane.get_by_label("Command").fill("true")
+    pane.get_by_role("button", name="Run").click()
+    tab.locator("#transcript .run").first.wait_for()
+    old = tab.locator("#transcript .run .run-sandbox code").first.inner_text()
+    db.session.rollback()
+    DockerBackend({"host": DOCKER_HOST}).delete(db.session.get(SandboxSession, session.id)
+                                                .sandbox_id)
+
+    tab.set_viewport_size({"width": 390, "height": 844})
+    pane.get_by_label("Command").fill("echo again")
+    pane.get_by_role("button", name="Run").click()
+    tab.locator("#transcript .run").nth(1).wait_for()
+    assert "sandbox is gone" in tab.locator("#transcript .run").nth(1).inner_text()
+    notice = tab.locator(".binding-gone")
+    notice.wait_for()
+    assert "Sandbox gone" in tab.locator(".session-row.is-selected").inner_text()
+    assert tab.evaluate("document.documentElement.scrollWidth") <= 390
+    assert serious(tab) == []
+    notice.scroll_into_view_if_needed()
+    shot(tab, "playground-gone-mobile.png")
+
+    notice.get_by_role("button", name="Start a new sandbox").click()
+    tab.wait_for_url(re.compile(rf"/playground/{session.id}$"))
+    tab.locator(".binding-gone").wait_for(state="detached")
+    pane.get_by_label("Command").fill("echo fresh")
+    pane.get_by_role("button", name="Run").click()
+    last = tab.locator("#transcript .run").last
+    last.locator(".run-out").wait_for()
+    assert last.locator(".run-out").inner_text() == "fresh"
+    assert "Same sandbox" in last.locator(".run-sandbox").inner_text()
+    assert last.locator(".run-sandbox code").inner_text() != old

@@ -58,7 +58,7 @@ def sandbox_of(fragment: str) -> str:
 
 def entry(fragment: str) -> str:
     """The appended transcript entry, without the out-of-band header and list row."""
-    return fragment.split("<dl id=\"session-binding\"", 1)[0]
+    return fragment.split("<div id=\"session-binding\"", 1)[0]
 
 
 # -- navigation and the empty states ---------------------------------------------------------
@@ -173,7 +173,7 @@ def test_running_twice_reuses_the_same_sandbox(two_tenants, login_as):
 
     # The header and the list row are refreshed out of band with the binding.
     assert f'<code title="{sandbox_id}">{sandbox_id[:12]}</code>' in two
-    assert re.search(r'<dl id="session-binding" class="binding" hx-swap-oob="true"', two)
+    assert re.search(r'<div id="session-binding" hx-swap-oob="true"', two)
     assert re.search(r"<dt>Last run</dt>\s*<dd>Reused</dd>", two)
     assert re.search(r"<dt>Runs</dt>\s*<dd>2</dd>", two)
     assert re.search(r"<dt>Network</dt>\s*<dd[^>]*>No internet access</dd>", two)
@@ -185,6 +185,40 @@ def test_running_twice_reuses_the_same_sandbox(two_tenants, login_as):
     assert re.search(r"<dt>Last run</dt>\s*<dd>Reused</dd>", page)  # read from the runs
     assert page.count('class="run run-stored"') == 2 and page.count("exit 0") == 2
     assert f"Sandbox <code>{sandbox_id[:12]}</code>" in page
+
+
+def test_a_sandbox_gone_from_its_engine_is_said_and_started_again_on_request(
+        two_tenants, login_as):
+    """Decisions 17: the run says the sandbox is gone, the header offers a new one, and
+    nothing is created until the member asks; the Files and Terminal pages say so too."""
+    require_docker()
+    a, _ = two_tenants
+    client = login_as(a.contributor, a.tenant)
+    session_id = open_session(client, make_config(a))
+    old = sandbox_of(text(run(client, session_id, "true")))
+    DockerBackend({"host": DOCKER_HOST}).delete(old)
+
+    refused = run(client, session_id, "echo hi")
+    assert refused.status_code == 409
+    body = text(refused)
+    assert "sandbox is gone" in entry(body) and "Start a new sandbox" in entry(body)
+    assert '<span class="status status-gone">Gone</span>' in body
+    assert f'action="/playground/{session_id}/start"' in body and 'value="playground"' in body
+    assert "Sandbox gone" in body  # the session's row in the list
+    assert db.session.get(SandboxSession, session_id).sandbox_id is None
+    files = client.get(f"/playground/{session_id}/files")
+    assert files.status_code == 200 and "Sandbox gone" in text(files)
+    assert "Start a new sandbox" in text(client.get(f"/playground/{session_id}/terminal"))
+
+    started = post_form(client, f"/playground/{session_id}/start", {"next": "playground"},
+                        token_from=f"/playground/{session_id}")
+    assert started.status_code == 303
+    assert started.headers["Location"].endswith(f"/playground/{session_id}")
+    new = db.session.get(SandboxSession, session_id)
+    db.session.refresh(new)
+    assert new.binding_state.value == "bound" and new.sandbox_id not in (None, old)
+    again = text(run(client, session_id, "echo hi"))
+    assert '<pre class="run-out">\nhi</pre>' in again and "Same sandbox" in entry(again)
 
 
 def test_a_viewer_can_run_commands_and_output_is_escaped(two_tenants, login_as):
@@ -461,7 +495,7 @@ def test_a_runs_end_tells_the_page_and_the_header_loads_again(two_tenants, login
     page = text(client.get(path))
     assert re.search(rf'hx-get="{path}/binding" hx-trigger="run-ended from:body"', page)
     header = text(client.get(f"{path}/binding", headers=headers))
-    assert '<dl id="session-binding"' in header
+    assert '<div id="session-binding"' in header
     assert f'<li id="session-{session_id}" class="session-row is-selected" hx-swap-oob="true">' \
         in header
     other = login_as(b.owner, b.tenant)

@@ -21,6 +21,9 @@ from app.tenancy import current_tenant, principal
 from app.web import bp
 from app.web.skills.form import MULTIPART_SLACK
 
+# A session without a sandbox (yet, or any more) is a state of the page, not a failed request.
+QUIET = ("sandbox_not_bound", "sandbox_gone")
+
 
 def _own(session_id):
     return sessions.get_session(current_tenant(), principal().user, str(session_id))
@@ -55,7 +58,7 @@ def session_files(session_id):
     return render_template("playground/files.html", session=session, path=path,
                            entries=entries, crumbs=_crumbs(path), problem=problem,
                            upload_to=upload_to, limits=files), \
-        problem.status if problem is not None and problem.code != "sandbox_not_bound" else 200
+        problem.status if problem is not None and problem.code not in QUIET else 200
 
 
 @bp.get("/playground/<uuid:session_id>/files/download")

@@ -4,7 +4,7 @@ sandbox yet shows a "Start sandbox" button instead."""
 
 from __future__ import annotations
 
-from flask import flash, jsonify, redirect, render_template, session, url_for
+from flask import flash, jsonify, redirect, render_template, request, session, url_for
 
 from app.auth.guards import guard
 from app.errors import AppError
@@ -28,6 +28,7 @@ def session_terminal(session_id):
     doc = sessions.config_doc(own)
     return render_template("playground/terminal.html", session=own,
                            bound=own.binding_state == BindingState.bound,
+                           gone=own.binding_state == BindingState.gone,
                            idle_sec=terminals.idle_seconds(doc),
                            backend=doc.get("sandbox_type", ""))
 
@@ -51,8 +52,10 @@ def session_terminal_ticket(session_id):
 def session_start(session_id):
     own = _own(session_id)
     try:
-        terminals.start_sandbox(current_tenant(), principal().user, own)
+        sessions.start_sandbox(current_tenant(), principal().user, own)
     except AppError as exc:
         db.session.rollback()
         flash(exc.message, "error")
-    return redirect(url_for("web.session_terminal", session_id=own.id), code=303)
+    after = {"playground": "web.playground_session", "files": "web.session_files"}
+    return redirect(url_for(after.get(request.form.get("next", ""), "web.session_terminal"),
+                            session_id=own.id), code=303)
