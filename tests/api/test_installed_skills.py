@@ -139,6 +139,35 @@ def test_reinstall_stop_and_uninstall_accept_rules(world):
     assert db.session.get(Job, row.job_id).kind == "uninstall_skill"
 
 
+def test_reinstall_tells_a_gone_archive_from_an_unreachable_store(world, app, monkeypatch):
+    """Issue 28 item 5: "register the skill again" only when the archive is gone; a store
+    that does not answer is a 503 to retry, and nothing is started or changed."""
+    import socket
+
+    base = f"{world['base']}/{world['skill']}"
+    row = db.session.get(InstalledSkill, world["skill"])
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    monkeypatch.setitem(app.config, "SKILL_BUNDLE_STORE",
+                        f"s3://bundles?endpoint=http://127.0.0.1:{closed}")
+    down = world["admin"].post(f"{base}/reinstall")
+    assert down.status_code == 503, down.json
+    assert "register" not in down.json["error"]["message"]
+    assert str(closed) not in down.json["error"]["message"]
+    monkeypatch.setitem(app.config, "SKILL_BUNDLE_STORE", "")
+    db.session.refresh(row)
+    assert row.status == InstallStatus.ready and world["jobs"].submitted == []
+
+    from app.services.skills import store
+    store.blobs().delete(row.bundle_ref)
+    gone = world["admin"].post(f"{base}/reinstall")
+    assert gone.status_code == 400
+    assert "gone; register the skill again" in gone.json["error"]["message"]
+
+
 def test_guidance_is_refused_by_the_deterministic_installer(world):
     base = f"{world['base']}/{world['skill']}"
     assert world["admin"].get(f"{base}/guidance").json["data"] == {"accepting": False,

@@ -152,7 +152,12 @@ def reinstall(tenant: Tenant, actor: Actor, row: InstalledSkill, notes: str | No
         raise Conflict("This skill is being removed.")
     config = db.session.get(SandboxConfig, row.sandbox_config_id)
     endpoints.require_backend(config.config if config is not None else {})
-    if not row.bundle_ref or not store.blobs().exists(row.bundle_ref):
+    try:
+        kept = bool(row.bundle_ref) and store.blobs().exists(row.bundle_ref)
+    except blobstore.BlobStoreError as exc:  # the archive may well be there: try again
+        raise Unavailable(f"The skill bundle store is not reachable ({exc}); try the "
+                          "reinstall again shortly.") from None
+    if not kept:
         raise BadRequest("The skill's stored archive is gone; register the skill again.")
     if row.status == InstallStatus.installing and not control.is_silent(row):
         return row.id  # a fresh run is in flight (reference 7.1 dedupe)

@@ -9,6 +9,7 @@ cleared -> live sessions marked stale -> done 100.
 from __future__ import annotations
 
 import json
+import zipfile
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ from app.services.sandboxes import image
 from app.services.skills import store
 from app.services.skills.installs import plan
 from app.services.skills.installs.run import Run, RunFailed, Stopped
+from app.storage import blobstore
 
 
 def install(job_id: str, skill_id: str, on_progress: Callable[[int, str], None] | None = None,
@@ -34,6 +36,24 @@ def install(job_id: str, skill_id: str, on_progress: Callable[[int, str], None] 
     run = InstallRun(row, job_id, on_progress, notes)
     run.bind()
     return run.execute(run.steps)
+
+
+def read_bundle(ref: str | None) -> plan.Files:
+    """The skill's stored archive. Registering the skill again is the way out only when
+    the archive is gone or damaged; a store that cannot be reached still has it."""
+    try:
+        with store.blobs().open(ref or "") as archive:
+            return plan.Files.from_zip(archive)
+    except blobstore.BlobMissing as exc:
+        raise RunFailed("The skill's stored archive is gone; register the skill again "
+                        "and reinstall.") from exc
+    except (blobstore.BlobStoreError, OSError) as exc:
+        raise RunFailed("The skill bundle store could not be read, so the install did "
+                        "not start; reinstall once the store answers again (the archive "
+                        "is kept).") from exc
+    except (zipfile.BadZipFile, ValueError) as exc:
+        raise RunFailed("The skill's stored archive is damaged; register the skill again "
+                        "and reinstall.") from exc
 
 
 class InstallRun(Run):
@@ -83,12 +103,7 @@ class InstallRun(Run):
         self.events.emit("seeded", 35)
 
     def files(self) -> plan.Files:
-        try:
-            with store.blobs().open(self.row.bundle_ref) as archive:
-                return plan.Files.from_zip(archive)
-        except Exception as exc:  # a missing or unreadable archive is the admin's to fix
-            raise RunFailed("The skill's stored archive could not be read; register the "
-                            "skill again and reinstall.") from exc
+        return read_bundle(self.row.bundle_ref)
 
     def verify(self, files: plan.Files, directory: str) -> None:
         """Reference 7.2 step 13: declared files present, packages importable, scripts
