@@ -17,12 +17,14 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.backends.docker.backend import DockerBackend
 from app.extensions import db
 from app.jobs.queue import start_reaper
 from app.models import ExecRun, RunStatus, SandboxSession
 from app.models.types import utcnow
 from app.services.sessions import runs
 from tests import serving
+from tests.backends.conftest import DOCKER_HOST
 from tests.runs.conftest import docker_config, open_session, wait_run
 from tests.streams.conftest import read_stream, token
 
@@ -95,6 +97,12 @@ def test_a_killed_web_process_s_run_is_lost_within_seconds(
         assert "owner" not in answer and "heartbeat_at" not in answer
         assert stream.ended.wait(5), "the reaper's wake did not end the stream"
         assert stream.frames[-1]["done"] is True and stream.frames[-1]["status"] == "lost"
+        # Nobody will read its result: the command and what it started end through the
+        # engine, not at their timeout (the sandbox and its files stay).
+        sandbox = db.session.get(SandboxSession, session_id).sandbox_id
+        left = DockerBackend({"host": DOCKER_HOST}).exec(
+            sandbox, "ps -eo args | grep -c '^sleep 60' || true", timeout_sec=10)
+        assert left.stdout.strip() == "0", left.stdout
 
 
 def test_a_long_run_on_a_live_process_is_refreshed_and_never_lost(

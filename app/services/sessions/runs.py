@@ -53,7 +53,8 @@ from app.services.sessions.run_output import Capture, LiveHooks
 log = logging.getLogger("sandlot.runs")
 FLUSH_SEC = 0.5
 LOST_GRACE = timedelta(seconds=120)  # no heartbeat: past timeout + this, it was lost
-LOST = "The server running this command stopped, so its result is unknown; the sandbox is kept."
+LOST = ("The server running this command stopped, so its result is unknown; the command was "
+        "ended and the sandbox is kept.")
 PAGE_MAX = 100
 
 
@@ -329,9 +330,11 @@ class _RunWriter:
         self.persisted = True
 
     def _write(self, values: dict) -> None:
-        """Caller holds `lock` and the row exists."""
+        """Caller holds `lock` and the row exists. A run the reaper marked `lost` keeps
+        that first outcome (its stream ended on it, and its command was ended)."""
         with db.engine.begin() as conn:
-            conn.execute(update(ExecRun).where(ExecRun.id == self.run_id)
+            conn.execute(update(ExecRun).where(ExecRun.id == self.run_id,
+                                               ExecRun.status == RunStatus.running)
                          .values(**self._output(), **values))
         notify.publish(channel(self.run_id))
 
@@ -418,7 +421,25 @@ def reap_lost() -> int:
         notify.publish(channel(run_id))
     if marked:
         log.warning("marked %d runs lost: their process stopped", marked)
+        _end_lost(ids)
     return marked
+
+
+def _end_lost(ids: list[str]) -> None:
+    """Nobody will read a lost run's result: end its command, and what it started,
+    through the engine now rather than at its timeout (the sandbox and its files stay).
+    Twice from two reapers is harmless; a provider that fails is logged, not retried."""
+    lost = db.session.scalars(select(ExecRun).where(
+        ExecRun.id.in_(ids), ExecRun.status == RunStatus.lost, ExecRun.exec_ref.is_not(None)))
+    for run in list(lost):
+        session = db.session.get(SandboxSession, run.session_id)
+        if session is None or not lifecycle.can_cancel(session):
+            continue
+        try:
+            lifecycle.cancel_exec(session, run.exec_ref)
+        except AppError as exc:
+            db.session.rollback()
+            log.warning("could not end lost run %s: %s", run.id, exc.message)
 
 
 def _lost_after() -> timedelta:
