@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import Future, wait
+from datetime import UTC, datetime, timedelta
 
 from flask import Flask, current_app
 
@@ -24,6 +25,9 @@ QUEUE_NAME = "sandlot"
 RUNNER = "app.jobs.queue.run_rq_job"
 # A web request enqueues; it must not hang on a Redis that accepts but does not answer.
 ENQUEUE_SOCKET_TIMEOUT = 5
+# A worker is live while its last heartbeat is at most this many of its beats old
+# (JOB_HEARTBEAT_SECONDS, sent by app/jobs/worker.py whether the worker is busy or idle).
+LIVE_BEATS = 3
 
 
 def queue_name(app: Flask) -> str:
@@ -100,6 +104,7 @@ class RQDispatcher:
         self.name = queue_name(app)
         self.failure_ttl = app.config["JOB_FAILURE_TTL"]
         self.configured_share = app.config.get("JOB_TENANT_SHARE")
+        self.live_window = LIVE_BEATS * app.config["JOB_HEARTBEAT_SECONDS"]
         self._queue = None
         self._fair: FairShare | None = None
 
@@ -124,9 +129,24 @@ class RQDispatcher:
         """JOB_TENANT_SHARE, else one less than the live workers on this queue (at least 1)."""
         if self.configured_share:
             return job_limits.tenant_share(0, self.configured_share)
-        from rq import Worker
+        return job_limits.tenant_share(self.live_workers(), None)
 
-        return job_limits.tenant_share(Worker.count(queue=self.queue), None)
+    def live_workers(self) -> int:
+        """The workers on this queue whose heartbeat is recent. A worker killed outright
+        stays registered until its key expires (RQ's worker_ttl, or its running job's
+        limit plus a minute), but its heartbeat stops at once."""
+        from rq import worker_registration
+        from rq.utils import utcparse
+
+        keys = worker_registration.get_keys(queue=self.queue)
+        if not keys:
+            return 0
+        with self.queue.connection.pipeline(transaction=False) as pipeline:
+            for key in keys:
+                pipeline.hget(key, "last_heartbeat")
+            beats = pipeline.execute()
+        since = datetime.now(UTC) - timedelta(seconds=self.live_window)
+        return sum(1 for beat in beats if beat and utcparse(beat.decode()) >= since)
 
     def submit(self, job_id: str, timeout: int, tenant_id: int | None = None) -> None:
         if tenant_id is not None and not self.fair.admit(job_id, timeout, tenant_id):
