@@ -4,13 +4,21 @@ Decision (decisions 12, issue 11 item 5): RQ's queue is first in, first out, so 
 that enqueues two jobs that hang would hold both of two workers. A job is therefore only
 put on the RQ queue when its tenant holds fewer than `share` admitted jobs (queued or
 running); otherwise its id waits in the tenant's own list in Redis. When an admitted job
-ends (the worker's wrapper below, whatever the outcome) its slot is released and the
-tenant's next waiting job is admitted. Both steps are Lua scripts, so concurrent web
-processes and workers never admit past the share.
+ends (queue.run_rq_job, the worker's wrapper, whatever the outcome) its slot is released
+and the tenant's next waiting job is admitted. Both steps are Lua scripts, so concurrent
+web processes and workers never admit past the share.
 
-A slot is a sorted-set entry scored with when it expires (the job's limit plus a grace),
-so a worker killed outright cannot hold its tenant's slot for longer than the job's
-limit; the reaper's pass (`promote_all`) then admits what waits.
+A worker killed outright never reaches that release. The reaper, which fails the job's row
+once its heartbeat is silent (app/services/jobs.py `reap`), frees the slot in the same
+pass (RQDispatcher.reaped), so the tenant's next waiting job is admitted within the
+reaper's grace and interval of the kill (under two minutes by default); RQ's failure
+callback frees it too when RQ's own cleanup finds the job abandoned (queue.mark_errored).
+Releasing twice is harmless: the ZREM of a slot no longer held does nothing, and a waiting
+job is admitted only into a free slot, popped once from its list, so it is never enqueued
+twice. A slot is a sorted-set entry scored with when it expires (the job's limit plus a
+grace): should both releases fail (Redis away), the slot frees itself at the job's limit
+and the reaper's pass (`promote_all`) admits what waits. The share itself counts only
+workers whose heartbeat is live (RQDispatcher.live_workers).
 """
 
 from __future__ import annotations

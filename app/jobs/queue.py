@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import Future, wait
+from datetime import UTC, datetime, timedelta
 
 from flask import Flask, current_app
 
@@ -24,6 +25,9 @@ QUEUE_NAME = "sandlot"
 RUNNER = "app.jobs.queue.run_rq_job"
 # A web request enqueues; it must not hang on a Redis that accepts but does not answer.
 ENQUEUE_SOCKET_TIMEOUT = 5
+# A worker is live while its last heartbeat is at most this many of its beats old
+# (JOB_HEARTBEAT_SECONDS, sent by app/jobs/worker.py whether the worker is busy or idle).
+LIVE_BEATS = 3
 
 
 def queue_name(app: Flask) -> str:
@@ -46,7 +50,10 @@ def died_reason(exc_type: type[BaseException] | None, timeout_sec: int | None) -
 
 def mark_errored(job, connection, exc_type=None, exc_value=None, tb=None) -> None:
     """RQ failure callback: the run crashed (errored) or was stopped at its kind's time
-    limit (failed, saying so); either way the row says what happened."""
+    limit (failed, saying so); either way the row says what happened. It also frees the
+    job's fair-share slot: when RQ's cleanup finds a job whose worker died, the worker
+    never reached run_rq_job's release (the reaper usually freed it long before; a second
+    release changes nothing)."""
     from rq.timeouts import BaseTimeoutException
 
     from app.jobs.runner import run_in_app
@@ -62,8 +69,22 @@ def mark_errored(job, connection, exc_type=None, exc_value=None, tb=None) -> Non
                                    error=died_reason(exc_type, job.timeout))
         finally:
             db.session.remove()
+            release_slot(job.id, (job.meta or {}).get("tenant_id"))
 
     run_in_app(record)
+
+
+def release_slot(job_id: str, tenant_id: int | None) -> None:
+    """Free the job's fair-share slot on the RQ dispatcher and admit its tenant's next
+    waiting job; on failure the slot still expires at its score (the reaper promotes)."""
+    dispatcher = current_app.extensions["sandlot_dispatcher"]
+    fair = getattr(dispatcher, "fair", None) if tenant_id is not None else None
+    if fair is None:
+        return
+    try:
+        fair.release(job_id, tenant_id, dispatcher.enqueue_now)
+    except Exception:
+        log.warning("could not release job %s's fair-share slot", job_id, exc_info=True)
 
 
 def run_rq_job(job_id: str) -> str:
@@ -76,19 +97,13 @@ def run_rq_job(job_id: str) -> str:
 
     current = get_current_job()
     tenant_id = (current.meta or {}).get("tenant_id") if current is not None else None
-    dispatcher = current_app.extensions["sandlot_dispatcher"]
-    fair = getattr(dispatcher, "fair", None) if tenant_id is not None else None
-    if fair is not None:
+    fair = getattr(current_app.extensions["sandlot_dispatcher"], "fair", None)
+    if fair is not None and tenant_id is not None:
         fair.started(job_id, current.timeout, tenant_id)
     try:
         return run_job(job_id)
     finally:
-        if fair is not None:
-            try:
-                fair.release(job_id, tenant_id, dispatcher.enqueue_now)
-            except Exception:  # the slot expires at its score; the reaper promotes
-                log.warning("could not release job %s's fair-share slot", job_id,
-                            exc_info=True)
+        release_slot(job_id, tenant_id)
 
 
 class RQDispatcher:
@@ -100,6 +115,7 @@ class RQDispatcher:
         self.name = queue_name(app)
         self.failure_ttl = app.config["JOB_FAILURE_TTL"]
         self.configured_share = app.config.get("JOB_TENANT_SHARE")
+        self.live_window = LIVE_BEATS * app.config["JOB_HEARTBEAT_SECONDS"]
         self._queue = None
         self._fair: FairShare | None = None
 
@@ -124,9 +140,24 @@ class RQDispatcher:
         """JOB_TENANT_SHARE, else one less than the live workers on this queue (at least 1)."""
         if self.configured_share:
             return job_limits.tenant_share(0, self.configured_share)
-        from rq import Worker
+        return job_limits.tenant_share(self.live_workers(), None)
 
-        return job_limits.tenant_share(Worker.count(queue=self.queue), None)
+    def live_workers(self) -> int:
+        """The workers on this queue whose heartbeat is recent. A worker killed outright
+        stays registered until its key expires (RQ's worker_ttl, or its running job's
+        limit plus a minute), but its heartbeat stops at once."""
+        from rq import worker_registration
+        from rq.utils import utcparse
+
+        keys = worker_registration.get_keys(queue=self.queue)
+        if not keys:
+            return 0
+        with self.queue.connection.pipeline(transaction=False) as pipeline:
+            for key in keys:
+                pipeline.hget(key, "last_heartbeat")
+            beats = pipeline.execute()
+        since = datetime.now(UTC) - timedelta(seconds=self.live_window)
+        return sum(1 for beat in beats if beat and utcparse(beat.decode()) >= since)
 
     def submit(self, job_id: str, timeout: int, tenant_id: int | None = None) -> None:
         if tenant_id is not None and not self.fair.admit(job_id, timeout, tenant_id):
@@ -146,6 +177,13 @@ class RQDispatcher:
             failure_ttl=self.failure_ttl, result_ttl=3600, meta={"tenant_id": tenant_id},
             on_failure=Callback(mark_errored, timeout=30),
         )
+
+    def reaped(self, job_id: str, tenant_id: int | None) -> None:
+        """The reaper ended the job's row (its worker went silent, or it ran past its limit):
+        free its slot now and admit its tenant's next waiting job, rather than when the
+        slot's score expires, the job's limit plus a grace after it started."""
+        if tenant_id is not None:
+            self.fair.release(job_id, tenant_id, self.enqueue_now)
 
     def housekeeping(self) -> None:
         """Reaper pass: admit jobs whose tenant's slot expired with a lost worker."""
@@ -216,6 +254,12 @@ class InProcessDispatcher:
             finally:
                 db.session.remove()
 
+    def reaped(self, job_id: str, tenant_id: int | None) -> None:
+        """Nothing to free: a run's pool slot lives and dies with this process. The reaper
+        of another process ends the rows of a dead one, whose pool went with it; a silent
+        run of this process still has its thread (a thread cannot be killed), so it keeps
+        its slot until it returns or its deadline frees it (FairPool)."""
+
     def _ensure_started(self) -> FairPool:
         with self._lock:
             if self._pool is None:
@@ -243,13 +287,14 @@ class InProcessDispatcher:
 def start_reaper(app: Flask, interval: float = 30.0,
                  stop: threading.Event | None = None) -> threading.Thread:
     """A daemon thread that, every `interval` seconds until `stop` is set, fails silent job
-    rows, ends skill installs whose run died (and frees their image lock), marks command
-    runs whose process stopped refreshing them `lost`, pauses Docker
-    sandboxes idle past their TTL (E2B and Cube pause themselves), retries the removal
-    of ended sessions' sandboxes whose provider was unreachable, releases superseded
-    skill snapshots past their retention, moves the egress log's new lines into the
-    database (sweeping rows past their retention), and starts the sandboxes' egress
-    resolver or gateway again if either stopped while sandboxes need it."""
+    rows (on RQ freeing their fair-share slots), ends skill installs whose run died
+    (and frees their image lock), marks command runs whose process stopped refreshing
+    them `lost`, pauses Docker sandboxes idle past their TTL (E2B and Cube pause
+    themselves), retries the removal of ended sessions' sandboxes whose provider was
+    unreachable, releases superseded skill snapshots past their retention, moves the
+    egress log's new lines into the database (sweeping rows past their retention), and
+    starts the sandboxes' egress resolver or gateway again if either stopped while
+    sandboxes need it."""
     stop = stop or threading.Event()
 
     def loop() -> None:

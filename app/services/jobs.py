@@ -6,6 +6,7 @@ the dispatcher (RQ or the in-process worker) that create_app installed.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -19,6 +20,7 @@ from app.models import Job, JobStatus
 from app.models.types import utcnow
 from app.services import job_limits
 
+log = logging.getLogger("sandlot.jobs")
 LOG_LIMIT = 64 * 1024
 
 
@@ -101,7 +103,9 @@ def finish(job_id: str, status: JobStatus, *, result: dict[str, Any] | None = No
 
 
 def reap(heartbeat_grace: int, pending_max: int = 3600) -> int:
-    """Mark rows whose worker went silent, ran past their timeout, or never started."""
+    """Mark rows whose worker went silent, ran past their timeout, or never started, and
+    have the dispatcher free what it holds for each (on RQ, the tenant's fair-share slot,
+    so the tenant's next waiting job is admitted in this same pass)."""
     now = utcnow()
     # A running row that never beat is judged from when it started (or was created).
     last_sign = func.coalesce(Job.heartbeat_at, Job.started_at, Job.created_at)
@@ -111,16 +115,32 @@ def reap(heartbeat_grace: int, pending_max: int = 3600) -> int:
         (Job.status == JobStatus.pending) & (Job.created_at < now - timedelta(seconds=pending_max)),
     ))
     reaped = 0
-    for job_id, status in [(job.id, job.status) for job in db.session.scalars(stale)]:
+    for job_id, tenant_id, status in [(job.id, job.tenant_id, job.status)
+                                      for job in db.session.scalars(stale)]:
         reason = (f"The worker went silent (no heartbeat for {heartbeat_grace} s)."
                   if status == JobStatus.running else "Job never started.")
-        reaped += finish(job_id, JobStatus.errored, error=reason)
+        reaped += _reaped(job_id, tenant_id, JobStatus.errored, reason)
     overdue = select(Job).where(Job.status == JobStatus.running, Job.started_at.is_not(None))
     for job in list(db.session.scalars(overdue)):
         # Past timeout + grace the run is over, whatever its heartbeat says: nothing stops
         # an in-process run, and a worker may have lost its death penalty.
         limit = job.started_at + timedelta(seconds=job.timeout_sec + heartbeat_grace)
         if limit < now:
-            reaped += finish(job.id, JobStatus.failed,
-                             error=job_limits.overrun_reason(job.kind, job.timeout_sec))
+            reaped += _reaped(job.id, job.tenant_id, JobStatus.failed,
+                              job_limits.overrun_reason(job.kind, job.timeout_sec))
     return reaped
+
+
+def _reaped(job_id: str, tenant_id: int, status: JobStatus, error: str) -> bool:
+    """End the row; if this call ended it, tell the dispatcher (its `reaped` hook). The row
+    is already committed: a dispatcher that cannot answer leaves its own backstop (on RQ
+    the slot expires at its score) and must not stop the pass."""
+    if not finish(job_id, status, error=error):
+        return False
+    hook = getattr(current_app.extensions.get("sandlot_dispatcher"), "reaped", None)
+    if hook is not None:
+        try:
+            hook(job_id, tenant_id)
+        except Exception:
+            log.warning("could not free reaped job %s's dispatcher slot", job_id, exc_info=True)
+    return True

@@ -106,6 +106,32 @@ def worker_subprocess(db_url) -> Callable[[Flask], subprocess.CompletedProcess]:
 
 
 @pytest.fixture
+def worker_processes(db_url) -> Iterator[Callable[..., subprocess.Popen]]:
+    """Start long-running `flask worker` processes on an app's queue (`start(app, **env)`,
+    env as SANDLOT_TEST_* names without the prefix); any still running at the end are
+    killed, and their registrations go with the queue (helpers.delete_queue)."""
+    started: list[subprocess.Popen] = []
+
+    def start(app: Flask, **settings: str) -> subprocess.Popen:
+        env = {**os.environ, "FLASK_APP": "tests.jobs.worker_app:make_app()",
+               "PYTHONPATH": str(ROOT), "SANDLOT_TEST_DATABASE_URL": db_url,
+               "SANDLOT_TEST_REDIS_URL": app.config["REDIS_URL"],
+               "SANDLOT_TEST_JOB_QUEUE": queue_name(app),
+               **{f"SANDLOT_TEST_{name}": value for name, value in settings.items()}}
+        flask = Path(sys.executable).with_name("flask")
+        worker = subprocess.Popen([str(flask), "worker"], cwd=ROOT, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait(timeout=10)
+
+
+@pytest.fixture
 def worker_in_process() -> Callable[[Flask], None]:
     """`run_worker(app, burst=True)` in this process (RQ's SimpleWorker, SIGALRM timeouts).
 

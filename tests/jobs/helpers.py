@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 import pytest
@@ -9,7 +10,7 @@ from flask import Flask
 
 from app.extensions import db
 from app.jobs.queue import queue_name
-from app.models import Job
+from app.models import Job, JobStatus
 from app.services import audit
 
 WAIT_SECONDS = 20
@@ -28,8 +29,9 @@ def rq_job(app: Flask, job_id: str):
 
 
 def delete_queue(app: Flask) -> None:
-    """Remove the test queue, its registries and its jobs from the shared Redis."""
-    from rq import Queue
+    """Remove the test queue, its registries, its jobs and its workers' registrations
+    (a killed worker's would stay until its key expires) from the shared Redis."""
+    from rq import Queue, worker_registration
 
     queue = Queue(queue_name(app), connection=rq_connection(app))
     registries = [queue.started_job_registry, queue.finished_job_registry,
@@ -40,6 +42,10 @@ def delete_queue(app: Flask) -> None:
             queue.connection.delete(f"rq:job:{job_id}", f"rq:results:{job_id}")
         queue.connection.delete(registry.key)
     queue.delete(delete_jobs=True)
+    for key in worker_registration.get_keys(queue=queue):
+        queue.connection.srem(worker_registration.REDIS_WORKER_KEYS, key)
+        queue.connection.delete(key)
+    queue.connection.delete(worker_registration.WORKERS_BY_QUEUE_KEY % queue.name)
 
 
 def wait_for_terminal(job_id: str, seconds: float = WAIT_SECONDS) -> Job:
@@ -56,6 +62,13 @@ def wait_for_terminal(job_id: str, seconds: float = WAIT_SECONDS) -> Job:
         time.sleep(0.05)
 
 
+def wait_running(job_id: str, seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while fresh_row(job_id).status != JobStatus.running:
+        assert time.monotonic() < deadline, f"job {job_id} never started"
+        time.sleep(0.05)
+
+
 def seed_audit(tenant, marker: str, count: int = 3) -> list[str]:
     """`count` audit events on `tenant` whose object ids carry `marker`; returns those ids."""
     ids = [f"{marker}-{n}" for n in range(count)]
@@ -68,3 +81,24 @@ def seed_audit(tenant, marker: str, count: int = 3) -> list[str]:
 def fresh_row(job_id: str) -> Job:
     db.session.expire_all()
     return db.session.get(Job, job_id)
+
+
+def wait_for_workers(app: Flask, count: int, seconds: float = 30) -> None:
+    """Until `count` workers are registered on the app's queue."""
+    from rq import Worker
+
+    queue = app.extensions["sandlot_dispatcher"].queue
+    deadline = time.monotonic() + seconds
+    while Worker.count(queue=queue) < count:
+        assert time.monotonic() < deadline, "the RQ workers did not start"
+        time.sleep(0.1)
+
+
+def stop_worker(worker: subprocess.Popen) -> None:
+    """SIGTERM is RQ's warm shutdown: the worker finishes its job and leaves."""
+    worker.terminate()
+    try:
+        worker.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        worker.wait(timeout=10)

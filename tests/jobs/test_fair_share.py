@@ -11,12 +11,9 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 import tempfile
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -26,8 +23,13 @@ from app.services import job_limits
 from app.services import jobs as job_service
 from app.services.sandboxes.check import job as sandbox_check
 from tests.backends.conftest import require_docker
-from tests.jobs.conftest import ROOT
-from tests.jobs.helpers import fresh_row, wait_for_terminal
+from tests.jobs.helpers import (
+    fresh_row,
+    stop_worker,
+    wait_for_terminal,
+    wait_for_workers,
+    wait_running,
+)
 
 HUNG_TIMEOUT = 25  # the hung checks' HTTP timeout: far longer than "within seconds"
 PROMPT = 5.0  # how soon tenant B's job must have run
@@ -84,13 +86,6 @@ def hung_check(app, group) -> str:
         return sandbox_check.start(group.tenant.id, group.admin.id, None, doc, deep=False).id
 
 
-def wait_running(job_id: str, seconds: float = 10) -> None:
-    deadline = time.monotonic() + seconds
-    while fresh_row(job_id).status != JobStatus.running:
-        assert time.monotonic() < deadline, f"job {job_id} never started"
-        time.sleep(0.05)
-
-
 def assert_b_was_not_delayed(app, a_jobs: list[str], b_group) -> None:
     """With A's first check hung on a worker, B's job runs within PROMPT seconds while
     A's second check waits for A's own slot."""
@@ -125,13 +120,13 @@ def test_a_tenants_hung_checks_do_not_delay_another_tenants_job_in_process(
 
 
 def test_a_tenants_hung_checks_do_not_delay_another_tenants_job_on_rq(
-        rq_app, two_tenants, silent, db_url):
+        rq_app, two_tenants, silent, worker_processes):
     require_docker()
     a, b = two_tenants
     rq_app.config["SANDBOX_DOCKER_ENGINES"] = engines(silent)
-    workers = [_start_worker(rq_app, db_url, engines(silent)) for _ in range(2)]
+    workers = [worker_processes(rq_app, DOCKER_ENGINES=engines(silent)) for _ in range(2)]
     try:
-        _wait_for_workers(rq_app, 2)
+        wait_for_workers(rq_app, 2)
         a_jobs = [hung_check(rq_app, a), hung_check(rq_app, a)]
 
         assert_b_was_not_delayed(rq_app, a_jobs, b)
@@ -142,7 +137,7 @@ def test_a_tenants_hung_checks_do_not_delay_another_tenants_job_on_rq(
             assert row.status == JobStatus.succeeded, row.error
     finally:
         for worker in workers:
-            _stop(worker)
+            stop_worker(worker)
 
 
 def test_a_job_past_its_limit_ends_failed_and_frees_its_slot_in_process(
@@ -197,44 +192,6 @@ def test_every_job_kind_has_its_own_limit(make_app, two_tenants):
         job_id = job_service.enqueue("audit_export", tenant_id=a.tenant.id, actor_id=None).id
     assert fresh_row(job_id).timeout_sec == job_limits.LIMITS["audit_export"]
     wait_for_terminal(job_id)
-
-
-# -- real RQ workers, each in its own process -----------------------------------------------
-
-def _start_worker(app, db_url: str, docker_engines: str) -> subprocess.Popen:
-    from app.jobs.queue import queue_name
-
-    env = {**os.environ, "FLASK_APP": "tests.jobs.worker_app:make_app()",
-           "PYTHONPATH": str(ROOT), "SANDLOT_TEST_DATABASE_URL": db_url,
-           "SANDLOT_TEST_REDIS_URL": app.config["REDIS_URL"],
-           "SANDLOT_TEST_JOB_QUEUE": queue_name(app),
-           "SANDLOT_TEST_DOCKER_ENGINES": docker_engines}
-    flask = Path(sys.executable).with_name("flask")
-    return subprocess.Popen([str(flask), "worker"], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-
-
-def _wait_for_workers(app, count: int, seconds: float = 30) -> None:
-    from redis import Redis
-    from rq import Queue, Worker
-
-    from app.jobs.queue import queue_name
-
-    queue = Queue(queue_name(app), connection=Redis.from_url(app.config["REDIS_URL"]))
-    deadline = time.monotonic() + seconds
-    while Worker.count(queue=queue) < count:
-        assert time.monotonic() < deadline, "the RQ workers did not start"
-        time.sleep(0.1)
-
-
-def _stop(worker: subprocess.Popen) -> None:
-    """SIGTERM is RQ's warm shutdown: the worker finishes its job and leaves."""
-    worker.terminate()
-    try:
-        worker.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        worker.kill()
-        worker.wait(timeout=10)
 
 
 def test_a_removal_on_a_hung_provider_ends_within_its_budget(app, two_tenants, silent,

@@ -27,4 +27,6 @@ def make_app() -> Flask:
     }
     if os.environ.get("SANDLOT_TEST_DOCKER_ENGINES"):  # a test's extra engines (a hung one)
         settings["SANDBOX_DOCKER_ENGINES"] = os.environ["SANDLOT_TEST_DOCKER_ENGINES"]
+    if os.environ.get("SANDLOT_TEST_JOB_HEARTBEAT_SECONDS"):  # a test's shorter beats
+        settings["JOB_HEARTBEAT_SECONDS"] = int(os.environ["SANDLOT_TEST_JOB_HEARTBEAT_SECONDS"])
     return create_app(settings)
