@@ -140,6 +140,7 @@ def reap_jobs() -> None:
     click.echo(f"reaped {jobs.reap(reaper_grace(current_app))} silent jobs")
     click.echo(f"ended {control.reap()} skill installs whose run died")
     click.echo(f"marked {runs.reap_lost()} command runs lost whose process stopped")
+    click.echo(f"ended the commands of {runs.end_lost()} lost runs")
     click.echo(f"released {image.sweep_expired()} skill snapshots past their retention")
     started = egress_daemons.supervise()
     click.echo(f"started the sandbox egress {' and '.join(started)} again" if started

@@ -46,8 +46,8 @@ class TicketOut(Out):
 @guard(Role.viewer)
 @doc(f"A one-time ticket for a terminal in your session's sandbox, valid "
      f"{terminals.TICKET_SEC} s; open `url` as a WebSocket. 409 `sandbox_not_bound` before "
-     f"the session has a sandbox, `sandbox_gone` after it went; 429 past the session's terminal limit (5 by default) "
-     "or the member's or workspace's", response=TicketOut, status=201,
+     f"the session has a sandbox, `sandbox_gone` after it went; 429 past the session's "
+     "terminal limit (5 by default) or the member's or workspace's", response=TicketOut, status=201,
      errors=(403, 404, 409, 423, 429))
 def issue_terminal_ticket(session_id):
     own = sessions.get_session(current_tenant(), g.principal.user, str(session_id))

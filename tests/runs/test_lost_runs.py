@@ -98,7 +98,8 @@ def test_a_killed_web_process_s_run_is_lost_within_seconds(
         assert stream.ended.wait(5), "the reaper's wake did not end the stream"
         assert stream.frames[-1]["done"] is True and stream.frames[-1]["status"] == "lost"
         # Nobody will read its result: the command and what it started end through the
-        # engine, not at their timeout (the sandbox and its files stay).
+        # engine, not at their timeout (the sandbox and its files stay); once.
+        assert runs.end_lost() == 1 and runs.end_lost() == 0
         sandbox = db.session.get(SandboxSession, session_id).sandbox_id
         left = DockerBackend({"host": DOCKER_HOST}).exec(
             sandbox, "ps -eo args | grep -c '^sleep 60' || true", timeout_sec=10)
@@ -160,5 +161,6 @@ def test_flask_jobs_reap_marks_a_run_with_a_stale_heartbeat_lost(app, world):
     result = app.test_cli_runner().invoke(args=["jobs", "reap"])
     assert result.exit_code == 0, result.output
     assert "marked 1 command runs lost whose process stopped" in result.output
+    assert "ended the commands of 0 lost runs" in result.output  # it never started one
     (run,) = world.member.get(world.url("/runs")).json["data"]
     assert run["status"] == "lost" and run["finished_at"] is not None

@@ -421,25 +421,34 @@ def reap_lost() -> int:
         notify.publish(channel(run_id))
     if marked:
         log.warning("marked %d runs lost: their process stopped", marked)
-        _end_lost(ids)
     return marked
 
 
-def _end_lost(ids: list[str]) -> None:
-    """Nobody will read a lost run's result: end its command, and what it started,
-    through the engine now rather than at its timeout (the sandbox and its files stay).
-    Twice from two reapers is harmless; a provider that fails is logged, not retried."""
-    lost = db.session.scalars(select(ExecRun).where(
-        ExecRun.id.in_(ids), ExecRun.status == RunStatus.lost, ExecRun.exec_ref.is_not(None)))
-    for run in list(lost):
+def end_lost() -> int:
+    """Reaper pass: nobody will read a lost run's result, so end its command, and what it
+    started, through the engine now rather than at its timeout (the sandbox and its files
+    stay); however it was marked (this pass, or a read of the run). One reaper claims
+    each run; a provider that fails is logged, not retried. How many were ended."""
+    since = utcnow() - timedelta(hours=1)
+    lost = list(db.session.scalars(select(ExecRun).where(
+        ExecRun.status == RunStatus.lost, ExecRun.exec_ref.is_not(None),
+        ExecRun.cancel_requested.is_(False), ExecRun.finished_at > since)))
+    ended = 0
+    for run in lost:
+        claimed = db.session.execute(update(ExecRun).where(
+            ExecRun.id == run.id, ExecRun.cancel_requested.is_(False))
+            .values(cancel_requested=True)).rowcount
+        db.session.commit()
         session = db.session.get(SandboxSession, run.session_id)
-        if session is None or not lifecycle.can_cancel(session):
+        if not claimed or session is None or not lifecycle.can_cancel(session):
             continue
         try:
             lifecycle.cancel_exec(session, run.exec_ref)
+            ended += 1
         except AppError as exc:
             db.session.rollback()
             log.warning("could not end lost run %s: %s", run.id, exc.message)
+    return ended
 
 
 def _lost_after() -> timedelta:
