@@ -413,7 +413,9 @@ def test_a_client_that_cannot_be_built_is_the_only_row(app, admin_api, tmp_path,
     monkeypatch.setitem(app.config, "SANDBOX_DOCKER_ENGINES", {
         "local": {"url": DOCKER_HOST},
         "remote": {"url": "tcp://127.0.0.1:9", "tls_dir": str(certs)}})
-    data = run(admin_api, config=docker_doc(engine="remote"))
+    # Without network: an engine on another host takes no other (issue 28).
+    data = run(admin_api, config=docker_doc(engine="remote",
+                                            network={"deny_egress_by_default": True}))
 
     [row] = data["checks"]
     assert row["name"] == "client_build" and row["ok"] is False

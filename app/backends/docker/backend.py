@@ -216,7 +216,8 @@ class DockerBackend(DockerCommands, DockerFiles, DockerImages, DockerCarry, Dock
         allow_out) or the config says none. Otherwise its own network whose egress the
         host enforces (allow > deny > default; the host and special-use ranges refused).
         When this host cannot enforce, a restricting policy is an error (never run
-        open) and an open policy gets the default bridge.
+        open); an open policy gets the default bridge only on a local engine (a host
+        without root or nftables), never on an engine of another host.
         """
         if "none" in (self.settings.network_mode, spec.network_mode):
             return egress.NO_NETWORK
@@ -226,6 +227,10 @@ class DockerBackend(DockerCommands, DockerFiles, DockerImages, DockerCarry, Dock
         reason = self.egress.unavailable_reason() if self.capabilities.egress_rules else (
             "this host cannot enforce network rules (needs root, nftables and a local engine)")
         if reason:
+            if not self.settings.host.startswith("unix://"):
+                raise BackendError("this engine is on another host, where this deployment "
+                                   "cannot enforce a network policy (nor its always-on "
+                                   "denies): only sandboxes without network run there")
             if policy.restricted:
                 raise BackendError(f"this config's network policy cannot be enforced: {reason}. "
                                    "Clear allow_out/deny_out and deny-by-default, or run "

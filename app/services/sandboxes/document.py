@@ -161,6 +161,8 @@ def validate(raw: Any, *, resolve_urls: bool = True,
     _check_block(kind, block, doc.allow_private_endpoints and endpoints.private_allowed(),
                  problems, resolve_urls, require_template)
     network = network_policy.validate(doc.network, kind, problems)
+    if kind == "docker" and not problems:
+        _check_remote_engine(block, network or {}, problems)
     if problems:
         raise ValidationFailed(labelled(problems.items))
     out = doc.model_dump(exclude={"cube", "e2b", "docker", "network", *SERVER_OWNED})
@@ -247,6 +249,24 @@ def _check_docker(block: DockerBlock, problems: Problems, names_image: bool) -> 
         if value is not None and value > maximum:
             problems.add(f"docker.{name}", f"{label} must be at most {maximum:g}{unit}, "
                          "this deployment's maximum")
+
+
+def _check_remote_engine(block: DockerBlock, network: dict[str, Any],
+                         problems: Problems) -> None:
+    """An engine on another host gets no network policy from this one (no rules, no
+    resolver, no always-on denies): only sandboxes without network may run there, never
+    on Docker's default bridge (issue 28). Refused at save, as at create."""
+    engine = endpoints.engines().get(block.engine or endpoints.LOCAL)
+    if engine is None or engine.local:
+        return
+    policy = resolve_policy({"sandbox_type": "docker", "network": network,
+                             "docker": {"network_mode": block.network_mode}})
+    if policy.allow_internet_access or policy.allow_out:
+        problems.add("docker.engine", f"\u201c{engine.name}\u201d is on another host, where "
+                     "this deployment cannot enforce a network policy, so its sandboxes "
+                     "run without network: turn on Deny egress by default with no Allowed "
+                     "destinations (or set Network to none), or choose an engine on this "
+                     "host")
 
 
 # field: (label, unit, default, maximum); the settings are in app/config.py.

@@ -135,3 +135,49 @@ def test_the_data_plane_never_reaches_metadata_even_with_private_endpoints(url):
     backend._check_data_plane("http://127.0.0.1:49983")  # private is allowed here
     with pytest.raises(BackendError, match="never reachable"):
         backend._check_data_plane(url)
+
+
+def _docker(engine: str, network: dict | None = None, **block) -> dict:
+    return {"sandbox_type": "docker", "docker": {"image": "sandlot/sandbox:base",
+                                                  "engine": engine, **block},
+            "network": network}
+
+
+@pytest.mark.parametrize("network", [
+    None,  # the reference's default: open
+    {"deny_out": ["203.0.113.0/24"]},
+    {"deny_egress_by_default": True, "allow_out": ["pypi.org"]},
+], ids=["open", "deny-list", "allow-list"])
+def test_a_remote_engine_takes_no_networked_config_at_save(app, operator, network):
+    """Issue 28: a restrictive policy on a tcp engine was refused only at the first exec,
+    and an open one got Docker's default bridge, where sandboxes reached each other and
+    the always-on denies (the host, metadata, private ranges) did not apply. Nothing on
+    this host can enforce a policy there, so only sandboxes without network may run."""
+    from app.errors import ValidationFailed
+
+    with pytest.raises(ValidationFailed) as refused:
+        document.validate(_docker("gpu", network))
+    (problem,) = [e for e in refused.value.errors if e["field"] == "docker.engine"]
+    assert "another host" in problem["message"] and "10.0.0.5" not in problem["message"]
+
+
+@pytest.mark.parametrize("doc", [
+    _docker("gpu", {"deny_egress_by_default": True}),
+    _docker("gpu", None, network_mode="none"),
+    _docker("local", None),
+], ids=["deny-all", "network-none", "local-open"])
+def test_a_remote_engine_takes_a_config_without_network_and_local_takes_any(
+        app, operator, doc):
+    assert document.validate(doc)["docker"]["engine"] == doc["docker"]["engine"]
+
+
+def test_a_stored_networked_config_on_a_remote_engine_never_gets_the_default_bridge():
+    """A config saved before that rule: the create is refused, not run on the bridge."""
+    from app.backends.base import ResolvedNetworkPolicy, SandboxSpec
+    from app.backends.docker.backend import DockerBackend
+
+    backend = DockerBackend({"host": "tcp://localhost:1", "tls_cert_path": ""})
+    spec = SandboxSpec(template="sandlot/sandbox:base", metadata={},
+                       network=ResolvedNetworkPolicy())
+    with pytest.raises(BackendError, match="another host"):
+        backend._network_for(spec)
