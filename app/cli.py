@@ -133,7 +133,7 @@ def rotate() -> None:
 def reap_jobs() -> None:
     from app.jobs.queue import reaper_grace
     from app.services import jobs
-    from app.services.sandboxes import egress_daemons, image
+    from app.services.sandboxes import egress_daemons, host_sweep, image
     from app.services.sessions import runs
     from app.services.skills.installs import control
 
@@ -142,6 +142,8 @@ def reap_jobs() -> None:
     click.echo(f"marked {runs.reap_lost()} command runs lost whose process stopped")
     click.echo(f"ended the commands of {runs.end_lost()} lost runs")
     click.echo(f"released {image.sweep_expired()} skill snapshots past their retention")
+    click.echo(f"released {len(host_sweep.sweep(force=True))} leftovers of gone sandboxes "
+               "on this host")
     started = egress_daemons.supervise()
     click.echo(f"started the sandbox egress {' and '.join(started)} again" if started
                else "the sandbox egress daemons need nothing")

@@ -15,7 +15,7 @@ from app.jobs.pool import FairPool
 from app.models import Job, JobStatus
 from app.services import job_limits
 from app.services import jobs as job_service
-from app.services.sandboxes import egress_daemons, egress_log
+from app.services.sandboxes import egress_daemons, egress_log, host_sweep
 from app.services.sandboxes import image as skill_image
 from app.services.sessions import binding, ending, runs
 from app.services.skills.installs import control as skill_runs
@@ -310,7 +310,8 @@ def start_reaper(app: Flask, interval: float = 30.0,
                                ("sandbox removal sweep", ending.sweep),
                                ("expired snapshot sweep", skill_image.sweep_expired),
                                ("egress log", egress_log.housekeeping),
-                               ("egress daemons", egress_daemons.supervise)):
+                               ("egress daemons", egress_daemons.supervise),
+                               ("host leftovers", host_sweep.sweep)):
                 with app.app_context():
                     try:
                         task()

@@ -685,6 +685,35 @@ def test_cleanup_orphans_removes_what_a_vanished_container_left(world, sandboxes
         sandboxes.backend.api.inspect_network(f"sandlot-{net_id}")
 
 
+def test_the_host_sweep_releases_what_another_process_s_removal_left(world, sandboxes,
+                                                                    state_dir):
+    """Issue 28: a session ended through the API is removed by a worker; one that keeps
+    its state elsewhere removed the container, the network and the rules, but this
+    host's loop disk and egress state file stayed until it restarted. The reaper's sweep
+    releases them (their disk is backdated past the grace a create in progress has)."""
+    from app.backends.docker import disk as docker_disk
+
+    sandbox = sandboxes.create(disk_limit_mb=64)
+    net_id = egress_id(sandboxes, sandbox)
+    api = sandboxes.backend.api
+    disk_id = docker_disk.disk_of(api.inspect_container(sandbox.id))
+    image = docker_disk.disk_dir() / f"{disk_id}.img"
+    state_file = dns.sandboxes_dir(state_dir) / f"{net_id}.json"
+    api.remove_container(sandbox.id, force=True)  # what the other process's delete does
+    api.remove_network(f"sandlot-{net_id}")
+    nft.remove(net_id)
+    assert image.exists() and state_file.exists()
+
+    first = sandboxes.backend.sweep_leftovers()  # a state file without its network: gone
+
+    assert f"network {net_id}" in first and not state_file.exists()
+    assert f"disk {disk_id}" not in first and image.exists()  # young: a create's, maybe
+    old = time.time() - docker_disk.ORPHAN_GRACE_SEC - 60
+    os.utime(image, (old, old))
+    assert f"disk {disk_id}" in sandboxes.backend.sweep_leftovers()
+    assert not image.exists() and not (docker_disk.disk_dir() / disk_id).exists()
+
+
 def test_without_enforcement_a_restricting_policy_is_refused(world, sandboxes, monkeypatch):
     backend = sandboxes.backend
     monkeypatch.setattr(backend.egress, "unavailable_reason", lambda: "no nft in this test")

@@ -162,5 +162,6 @@ def test_flask_jobs_reap_marks_a_run_with_a_stale_heartbeat_lost(app, world):
     assert result.exit_code == 0, result.output
     assert "marked 1 command runs lost whose process stopped" in result.output
     assert "ended the commands of 0 lost runs" in result.output  # it never started one
+    assert "leftovers of gone sandboxes on this host" in result.output
     (run,) = world.member.get(world.url("/runs")).json["data"]
     assert run["status"] == "lost" and run["finished_at"] is not None

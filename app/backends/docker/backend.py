@@ -316,6 +316,20 @@ class DockerBackend(DockerCommands, DockerFiles, DockerImages, DockerCarry, Dock
     def get(self, sandbox_id: str) -> SandboxInfo:
         return containers.from_inspect(self._inspect(sandbox_id))
 
+    def sweep_leftovers(self) -> list[str]:
+        """Release what sandboxes of this engine left on this host once their container
+        went (removed by another process, an operator or a crash): loop disks, and
+        networks, rules and state files. Whatever is young enough to belong to a create
+        in progress is kept. What was released, as "disk <id>" and "network <id>"."""
+        released = []
+        if docker_disk.loop_available(self.settings.host):
+            with self._errors("release leftover sandbox disks"):
+                released += [f"disk {d}" for d in docker_disk.sweep_orphans(self.api)]
+        if self.capabilities.egress_rules and self.egress.unavailable_reason() is None:
+            with self._errors("release leftover sandbox networks"):
+                released += [f"network {n}" for n in self.egress.cleanup_orphans()]
+        return released
+
     def engine_identity(self) -> str:
         """The engine's own id (`docker info`'s ID, kept across its restarts), asked once
         per process: two hosts' engines listed under one name tell apart by it."""
