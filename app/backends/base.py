@@ -209,6 +209,12 @@ class SandboxStale(BackendError):
     by someone else): nothing ran; look at it again (get) and retry."""
 
 
+class SandboxHeldElsewhere(BackendError):
+    """The sandbox exists, but what this process needs to run it safely is kept by
+    another (Docker: the egress state it was created with is in another host's state
+    directory): nothing was started."""
+
+
 class SandboxPathNotFound(BackendError):
     """A file or directory inside an existing sandbox does not exist."""
 

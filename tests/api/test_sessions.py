@@ -153,6 +153,36 @@ def test_a_sandbox_on_another_host_s_engine_is_never_replaced_here(world, engine
     assert view["binding_state"] == "bound" and view["sandbox_id"] == sandbox_id
 
 
+def test_a_paused_sandbox_whose_policy_another_host_keeps_is_not_resumed_here(world, engine):
+    """Issue 28: a policed sandbox created on host A and paused could not be resumed from
+    host B (A's egress state file is elsewhere), and B said only "a generic 503". B now
+    says where the sandbox's policy is, and leaves the sandbox as it is."""
+    from app.backends.docker.egress import dns, manager
+
+    _, _, _, member, _ = world
+    admin = world[4](world[0].admin, world[0].tenant)
+    config = admin.post(CONFIGS, json={"name": "policed", "config": config_doc(
+        "docker", {"image": BASE_IMAGE},
+        network={"deny_egress_by_default": True, "allow_out": ["pypi.org"]})}).json["data"]
+    session_id = open_session(member, config["id"])
+    sandbox_id = run(member, session_id, "echo kept > /tmp/mark").json["data"]["sandbox_id"]
+    engine.pause(sandbox_id)
+    net_id = manager.egress_id_of(engine.api.inspect_container(sandbox_id))
+    state = dns.sandboxes_dir(engine.egress.settings.state_dir) / f"{net_id}.json"
+    held = state.read_bytes()
+    state.unlink()  # as on host B, whose state directory never had it
+    try:
+        refused = run(member, session_id, "cat /tmp/mark")
+        assert refused.status_code == 409, refused.json
+        assert refused.json["error"]["code"] == "sandbox_on_other_host"
+        assert "\u201clocal\u201d" in refused.json["error"]["message"]
+        assert engine.get(sandbox_id).state.value == "paused"  # untouched, not replaced
+    finally:
+        state.write_bytes(held)  # back on "host A": it resumes with its policy
+    resumed = run(member, session_id, "cat /tmp/mark").json["data"]
+    assert resumed["sandbox_id"] == sandbox_id and resumed["stdout"] == "kept\n"
+
+
 def test_lost_binding_is_recovered_by_metadata(world):
     _, _, config, member, _ = world
     session_id = open_session(member, config["id"])

@@ -22,7 +22,14 @@ from typing import Any
 from sqlalchemy import or_, select, update
 from sqlalchemy.exc import InvalidRequestError
 
-from app.backends.base import Backend, BackendError, SandboxNotFound, SandboxSpec, SandboxState
+from app.backends.base import (
+    Backend,
+    BackendError,
+    SandboxHeldElsewhere,
+    SandboxNotFound,
+    SandboxSpec,
+    SandboxState,
+)
 from app.errors import Conflict, NotFound, Unavailable
 from app.extensions import db
 from app.models import BindingState, SandboxConfig, SandboxSession, Tenant
@@ -53,6 +60,17 @@ class SandboxElsewhere(Conflict):
             "host, and this server reaches a different engine under that name, so it can "
             "neither use nor replace it here. Open the session through the host that runs "
             "that engine, or ask an admin.")
+
+
+class SandboxKeptElsewhere(Conflict):
+    code = "sandbox_on_other_host"
+
+    def __init__(self, engine: str):
+        super().__init__(
+            f"This session's sandbox on the Docker engine \u201c{engine}\u201d is paused, and "
+            "the network policy it was created with is kept by the Sandlot host that "
+            "started it, so this server will not resume it. Open the session through that "
+            "host, or end this session and open a new one.")
 
 
 def ensure_sandbox(session: SandboxSession, config: SandboxConfig, backend: Backend,
@@ -95,7 +113,7 @@ def _usable(session: SandboxSession, config: SandboxConfig, backend: Backend) ->
     if info.state == SandboxState.running:
         return sandbox_id
     if info.state == SandboxState.paused:
-        backend.connect(sandbox_id)
+        _resume(session, backend, sandbox_id)
         return sandbox_id
     if info.state == SandboxState.transitioning:
         time.sleep(0.2)
@@ -118,7 +136,7 @@ def bound_sandbox(session: SandboxSession, backend: Backend) -> str | None:
     except SandboxNotFound:
         raise gone(session) from None
     if info.state == SandboxState.paused:
-        backend.connect(session.sandbox_id)
+        _resume(session, backend, session.sandbox_id)
     elif info.state != SandboxState.running:
         return None
     return session.sandbox_id
@@ -134,7 +152,7 @@ def _create_claimed(session: SandboxSession, config: SandboxConfig, backend: Bac
             for sandbox in extra:
                 backend.delete(sandbox.id)
             if keep.state == SandboxState.paused:
-                backend.connect(keep.id)
+                _resume(session, backend, keep.id)
             version = int(keep.metadata.get("sandlot_binding_version") or 0)
             _bind(session, keep.id, version, config, policy=None, backend=backend)
             return keep.id
@@ -233,6 +251,13 @@ def unbind(session: SandboxSession) -> None:
     db.session.execute(update(SandboxSession).where(SandboxSession.id == session.id).values(
         binding_state=BindingState.none, sandbox_id=None, claimed_at=None, traffic_token=None))
     db.session.commit()
+
+
+def _resume(session: SandboxSession, backend: Backend, sandbox_id: str) -> None:
+    try:
+        backend.connect(sandbox_id)
+    except SandboxHeldElsewhere:
+        raise SandboxKeptElsewhere(session.engine or "unnamed") from None
 
 
 def require_same_engine(session: SandboxSession, backend: Backend) -> None:

@@ -33,7 +33,7 @@ from typing import Any
 import docker
 from dnslib import RCODE, DNSRecord
 
-from app.backends.base import BackendError, ResolvedNetworkPolicy
+from app.backends.base import BackendError, ResolvedNetworkPolicy, SandboxHeldElsewhere
 from app.backends.docker.egress import dns, gateway, log_files, nft
 from app.backends.docker.egress.dns_answer import PROBE_SUFFIX
 from app.backends.docker.egress.policy import EGRESS_ID, EgressPolicy, SandboxNet
@@ -265,9 +265,10 @@ class EgressManager(Daemons):
         written at creation, so the policy is still the one it was created with) and its
         resolver up. Refuse rather than run a sandbox without its rules."""
         net = self.load(net_id)
-        if net is None:
-            raise BackendError(f"the egress state of network {NETWORK_PREFIX}{net_id} is "
-                               "gone, so its policy cannot be enforced; delete this sandbox")
+        if net is None:  # another host's, or lost: either way not run without its policy
+            raise SandboxHeldElsewhere(f"the egress state of network {NETWORK_PREFIX}{net_id} "
+                                       "is not on this host, so its policy cannot be "
+                                       "enforced here")
         if not nft.has_sandbox(net_id):
             log.warning("egress rules of %s were missing; rebuilding them", net.network)
             nft.remove(net_id)
