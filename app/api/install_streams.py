@@ -6,57 +6,31 @@ before the response starts; closing the response only drops the subscription.
 
 from __future__ import annotations
 
-import threading
-
 from flask import Response, current_app, stream_with_context
 
 from app.api import bp
 from app.api._core import doc
 from app.api.installed_skills import ONE, installed_skill
 from app.auth.guards import FULL_ACCESS, guard
-from app.errors import Unavailable
 from app.models import Role
 from app.services import capacity, wakeups
 from app.services.skills.installs import stream
 from app.tenancy import current_tenant, principal
 
-
-class StreamSlots:
-    """Open streams of one app in this process: at most SKILL_STREAMS_MAX in all (its open
-    web terminals included: they hold threads too). What a stream holds is a thread of
-    this process, so this process's count is the one that matters here; a member's and a
-    workspace's shares (STREAMS_PER_MEMBER, STREAMS_PER_WORKSPACE, issue 22 item 5) are
-    counted across processes (app.services.capacity)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.open = 0
-
-    def take(self) -> None:
-        with self._lock:
-            terminals = current_app.extensions.get("terminal_slots")
-            held = self.open + (terminals.open if terminals is not None else 0)
-            if held >= int(current_app.config["SKILL_STREAMS_MAX"]):
-                raise Unavailable("Too many open event streams on this server; poll the "
-                                  "skill or retry shortly.")
-            self.open += 1
-
-    def release(self) -> None:
-        with self._lock:
-            self.open -= 1
+STREAM_SLOT = "stream"  # a kind of capacity.ThreadSlots
 
 
 class Slot:
     """One open stream's place; release it exactly once, when the response closes (the
     server may call that after the request's context is gone: it brings its own)."""
 
-    def __init__(self, app, slots: StreamSlots, hold_id: str) -> None:
+    def __init__(self, app, slots: capacity.ThreadSlots, hold_id: str) -> None:
         self._app, self._slots, self._hold = app, slots, hold_id
 
     def release(self) -> None:
         hold, self._hold = self._hold, None
         if hold is not None:
-            self._slots.release()
+            self._slots.release(STREAM_SLOT)
             with self._app.app_context():
                 capacity.release(hold)
 
@@ -65,9 +39,11 @@ def stream_slot() -> Slot:
     """A place for one more open stream of the caller, so streams can never take every
     server thread, nor one member or workspace all of them."""
     app = current_app._get_current_object()
-    slots = app.extensions.setdefault("skill_stream_slots", StreamSlots())
-    slots.take()
     who, cfg = principal(), app.config
+    # At most SKILL_STREAMS_MAX open streams and terminals together in this process.
+    slots, most = capacity.thread_slots(app), int(cfg["SKILL_STREAMS_MAX"])
+    slots.take(STREAM_SLOT, most, most, "Too many open event streams on this server; poll "
+               "the skill or retry shortly.")
     try:
         hold = capacity.admit(
             capacity.Use("stream", who.tenant_id, holder(who)),
@@ -76,7 +52,7 @@ def stream_slot() -> Slot:
                             int(cfg["STREAMS_PER_WORKSPACE"]))),
             "live views", "close one (another tab or script), or poll instead.")
     except BaseException:
-        slots.release()
+        slots.release(STREAM_SLOT)
         raise
     return Slot(app, slots, hold)
 

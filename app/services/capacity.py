@@ -223,6 +223,39 @@ _STORES: dict[tuple[str, str], RedisStore | MemoryStore] = {}
 _LOCK = threading.Lock()
 
 
+class ThreadSlots:
+    """Server threads this process gives to long-lived connections (event streams, web
+    terminals), by kind: each kind within its own limit, and every kind together within
+    the process's total (SKILL_STREAMS_MAX), so they can never take every thread. A
+    thread is this process's, so this count is per process; members' and workspaces'
+    shares of the same connections are the leases above, counted across processes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[str, int] = {}
+
+    def take(self, kind: str, limit: int, total: int, refusal: str) -> None:
+        """One more of `kind`, or 503 `refusal` past `limit` of it or `total` in all."""
+        with self._lock:
+            mine = self._open.get(kind, 0)
+            if mine >= limit or sum(self._open.values()) >= total:
+                raise Unavailable(refusal)
+            self._open[kind] = mine + 1
+
+    def release(self, kind: str) -> None:
+        with self._lock:
+            self._open[kind] -= 1
+
+    def open(self, kind: str) -> int:
+        with self._lock:
+            return self._open.get(kind, 0)
+
+
+def thread_slots(app: Flask | None = None) -> ThreadSlots:
+    """This app's one ThreadSlots in this process."""
+    return (app or current_app).extensions.setdefault("sandlot_thread_slots", ThreadSlots())
+
+
 def _store() -> RedisStore | MemoryStore:
     config = current_app.config
     url = config.get("REDIS_URL") or ""

@@ -11,9 +11,9 @@ import time
 import httpx
 import pytest
 
-from app.api import install_streams
 from app.extensions import db
 from app.models import InstallStatus
+from app.services import capacity
 from tests import serving
 from tests.streams.conftest import make_skill, read_stream, token, url_of
 from tests.streams.test_install_events import log_for
@@ -57,7 +57,7 @@ def test_past_the_cap_a_stream_is_refused_not_queued(app, two_tenants, serve, mo
     monkeypatch.setitem(app.config, "SKILL_STREAMS_MAX", 2)
     # A count of its own: streams that earlier tests hung up on may still hold slots of
     # the shared app until their server threads notice (at their next write).
-    monkeypatch.setitem(app.extensions, "skill_stream_slots", install_streams.StreamSlots())
+    monkeypatch.setitem(app.extensions, "sandlot_thread_slots", capacity.ThreadSlots())
     # A dropped client is noticed at the next write: the keep-alive bounds how long its
     # slot stays taken.
     monkeypatch.setitem(app.config, "SKILL_STREAM_KEEPALIVE_SECONDS", 0.3)
@@ -101,7 +101,7 @@ def test_one_member_or_workspace_holds_only_its_share_of_the_streams(app, two_te
     monkeypatch.setitem(app.config, "SKILL_STREAMS_MAX", 10)
     monkeypatch.setitem(app.config, "STREAMS_PER_MEMBER", 2)
     monkeypatch.setitem(app.config, "STREAMS_PER_WORKSPACE", 3)
-    monkeypatch.setitem(app.extensions, "skill_stream_slots", install_streams.StreamSlots())
+    monkeypatch.setitem(app.extensions, "sandlot_thread_slots", capacity.ThreadSlots())
     a, b = two_tenants
     rows = {group.tenant.id: make_skill(group.tenant) for group in (a, b)}
     for row in rows.values():

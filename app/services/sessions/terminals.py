@@ -33,7 +33,7 @@ from flask import current_app
 from sqlalchemy import delete, select, update
 
 from app.backends.base import Backend, BackendError, Terminal
-from app.errors import AppError, Unauthorized, Unavailable
+from app.errors import AppError, Unauthorized
 from app.extensions import db
 from app.models import (
     BindingState,
@@ -167,31 +167,7 @@ def _holder(ticket: TerminalTicket | Redeemed) -> Redeemed | None:
 
 # -- capacity -----------------------------------------------------------------------------
 
-class _ProcessSlots:
-    """Terminals this process relays now: each holds a server thread."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.open = 0
-
-    def take(self, limit: int, threads: int) -> None:
-        """One more, within `limit` terminals and `threads` for terminals and the open
-        event streams together (app.api.install_streams)."""
-        streams = current_app.extensions.get("skill_stream_slots")
-        with self._lock:
-            if self.open >= limit or \
-                    self.open + (streams.open if streams is not None else 0) >= threads:
-                raise Unavailable("Too many terminals are open on this server; try again "
-                                  "in a moment.")
-            self.open += 1
-
-    def release(self) -> None:
-        with self._lock:
-            self.open -= 1
-
-
-def _slots() -> _ProcessSlots:
-    return current_app.extensions.setdefault("terminal_slots", _ProcessSlots())
+TERMINAL_SLOT = "terminal"  # a kind of capacity.ThreadSlots
 
 
 def _use(session: SandboxSession) -> capacity.Use:
@@ -238,15 +214,16 @@ def _size(raw: object, default: int) -> int:
 def relay(ws: Socket, who: Redeemed, cols: object = None, rows: object = None) -> Closing:
     """Join the WebSocket to a new shell in the session's sandbox until one side ends;
     returns why it ended (the caller sends it and closes the socket)."""
-    try:
-        _slots().take(int(current_app.config["TERMINALS_MAX"]),
-                      int(current_app.config["SKILL_STREAMS_MAX"]))
+    cfg, slots = current_app.config, capacity.thread_slots()
+    try:  # a terminal holds a server thread, within this process's terminals and threads
+        slots.take(TERMINAL_SLOT, int(cfg["TERMINALS_MAX"]), int(cfg["SKILL_STREAMS_MAX"]),
+                   "Too many terminals are open on this server; try again in a moment.")
     except AppError as exc:
         return Closing("unavailable", exc.message, 1013)
     try:
         return _relay_admitted(ws, who, _size(cols, 80), _size(rows, 24))
     finally:
-        _slots().release()
+        slots.release(TERMINAL_SLOT)
 
 
 def _relay_admitted(ws: Socket, who: Redeemed, cols: int, rows: int) -> Closing:
