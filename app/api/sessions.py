@@ -16,13 +16,13 @@ from app.api import bp
 from app.api._core import Out, Strict, doc, ok, parse_body, parse_query, project
 from app.api.paging import PageQuery, ok_page, window
 from app.api.runs import NEW_OUTPUT_FILES, EgressDenial, run_out
-from app.api.skills import MULTIPART_SLACK
 from app.api.workspace_sessions import EndedOut, ended_out
 from app.auth.guards import guard
 from app.errors import PayloadTooLarge, UnsupportedMediaType
 from app.models import Role, SandboxSession
 from app.services.sessions import ending, files, runs
 from app.services.sessions import lifecycle as sessions
+from app.services.skills.limits import MULTIPART_SLACK
 from app.tenancy import current_tenant, get_or_404, principal
 
 

@@ -37,12 +37,11 @@ from app.errors import BadRequest, UnsupportedMediaType, ValidationFailed
 from app.models import Role, SkillCatalogEntry
 from app.services import paging
 from app.services.skills import catalog as service
-from app.services.skills.limits import BoundedSpool, BundleTooLarge
+from app.services.skills.limits import MULTIPART_SLACK, BoundedSpool, BundleTooLarge
 from app.tenancy import current_tenant, get_or_404, principal
 
 MiB = 1024 * 1024
 JSON_LIMIT = 64 * 1024
-MULTIPART_SLACK = MiB
 ZIP_TYPES = {"application/zip", "application/x-zip-compressed", "application/octet-stream"}
 
 

@@ -9,6 +9,9 @@ from typing import IO
 from app.errors import PayloadTooLarge
 
 MiB = 1024 * 1024
+# A multipart body's other parts and boundaries, on top of the file it carries: what a
+# request may add to a file limit before it is refused as too large.
+MULTIPART_SLACK = MiB
 
 
 class BundleTooLarge(PayloadTooLarge):

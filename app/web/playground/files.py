@@ -17,9 +17,9 @@ from app.extensions import db, htmx
 from app.models import Role
 from app.services.sessions import files
 from app.services.sessions import lifecycle as sessions
+from app.services.skills.limits import MULTIPART_SLACK
 from app.tenancy import current_tenant, principal
 from app.web import bp
-from app.web.skills.form import MULTIPART_SLACK
 
 # A session without a sandbox (yet, or any more) is a state of the page, not a failed request.
 QUIET = ("sandbox_not_bound", "sandbox_gone")

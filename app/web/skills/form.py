@@ -21,12 +21,11 @@ from app.errors import AppError, BadRequest, ValidationFailed
 from app.models import SandboxConfig
 from app.services.sandboxes import configs as sandbox_configs
 from app.services.skills import catalog as service
-from app.services.skills.limits import BoundedSpool, BundleTooLarge
+from app.services.skills.limits import MULTIPART_SLACK, BoundedSpool, BundleTooLarge
 from app.tenancy import current_tenant
 from app.web.sandboxes.configs import KIND_LABELS
 
 MiB = 1024 * 1024
-MULTIPART_SLACK = MiB  # the form's other parts and boundaries, on top of the bundle limit
 
 
 @dataclass
