@@ -7,7 +7,8 @@ import datetime
 import socket
 import ssl
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -48,12 +49,12 @@ def _write(path: Path, cert=None, key=None) -> None:
                                            serialization.NoEncryption()))
 
 
-@pytest.fixture
-def untrusted_tls_server(tmp_path) -> Iterator[int]:
-    """A TLS listener on loopback whose certificate comes from a CA the client lacks."""
-    other_ca_key = _key()
-    server_key = _key()
-    _write(tmp_path / "srv.pem", _cert("localhost", server_key, "other CA", other_ca_key, False))
+@contextmanager
+def tls_listener(tmp_path: Path, server_key, server_cert,
+                 answer: Callable[[ssl.SSLSocket], None]) -> Iterator[int]:
+    """A TLS listener on loopback presenting `server_cert`; each connection that completes
+    its handshake is given to `answer`. Yields the port."""
+    _write(tmp_path / "srv.pem", server_cert)
     _write(tmp_path / "srv-key.pem", key=server_key)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(tmp_path / "srv.pem", tmp_path / "srv-key.pem")
@@ -68,17 +69,28 @@ def untrusted_tls_server(tmp_path) -> Iterator[int]:
             except TimeoutError:
                 continue
             try:
-                with context.wrap_socket(conn, server_side=True):
-                    pass
+                with context.wrap_socket(conn, server_side=True) as tls:
+                    answer(tls)
             except (ssl.SSLError, OSError):
                 pass
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    yield listener.getsockname()[1]
-    stop.set()
-    thread.join(2)
-    listener.close()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join(2)
+        listener.close()
+
+
+@pytest.fixture
+def untrusted_tls_server(tmp_path) -> Iterator[int]:
+    """A TLS listener on loopback whose certificate comes from a CA the client lacks."""
+    other_ca_key, server_key = _key(), _key()
+    cert = _cert("localhost", server_key, "other CA", other_ca_key, False)
+    with tls_listener(tmp_path, server_key, cert, lambda tls: None) as port:
+        yield port
 
 
 @pytest.fixture
@@ -111,36 +123,16 @@ def trusted_tls_engine(tmp_path) -> Iterator[tuple[int, Path]]:
     _write(certs / "ca.pem", _cert("engine CA", ca_key, "engine CA", ca_key, True))
     _write(certs / "cert.pem", _cert("client", client_key, "engine CA", ca_key, False))
     _write(certs / "key.pem", key=client_key)
-    _write(tmp_path / "srv.pem", _cert("localhost", server_key, "engine CA", ca_key, False))
-    _write(tmp_path / "srv-key.pem", key=server_key)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(tmp_path / "srv.pem", tmp_path / "srv-key.pem")
-    listener = socket.create_server(("127.0.0.1", 0))
-    stop = threading.Event()
 
-    def serve():
-        listener.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            try:
-                with context.wrap_socket(conn, server_side=True) as tls:
-                    tls.recv(65536)
-                    body = b'{"ApiVersion": "1.43"}'
-                    tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                                b"Content-Length: %d\r\nConnection: close\r\n\r\n%s"
-                                % (len(body), body))
-            except (ssl.SSLError, OSError):
-                pass
+    def answer(tls: ssl.SSLSocket) -> None:
+        tls.recv(65536)
+        body = b'{"ApiVersion": "1.43"}'
+        tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
 
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield listener.getsockname()[1], certs
-    stop.set()
-    thread.join(2)
-    listener.close()
+    cert = _cert("localhost", server_key, "engine CA", ca_key, False)
+    with tls_listener(tmp_path, server_key, cert, answer) as port:
+        yield port, certs
 
 
 def test_an_engine_s_private_ca_is_used_whatever_requests_ca_bundle_says(

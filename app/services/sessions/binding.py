@@ -51,26 +51,25 @@ class SandboxGone(Conflict):
                "sandbox for this session to run commands again.")
 
 
+# Why a sandbox is out of this server's reach (409, by code): the words after "This
+# session's sandbox ... “engine” ..." and what to do about it.
+ELSEWHERE = {
+    "sandbox_on_other_engine": (
+        "is on the Docker engine \u201c{engine}\u201d of another host, and this server "
+        "reaches a different engine under that name, so it can neither use nor replace it "
+        "here. Open the session through the host that runs that engine, or ask an admin."),
+    "sandbox_on_other_host": (
+        "on the Docker engine \u201c{engine}\u201d is paused, and the network policy it "
+        "was created with is kept by the Sandlot host that started it, so this server will "
+        "not resume it. Open the session through that host, or end this session and open "
+        "a new one."),
+}
+
+
 class SandboxElsewhere(Conflict):
-    code = "sandbox_on_other_engine"
-
-    def __init__(self, engine: str):
-        super().__init__(
-            f"This session's sandbox is on the Docker engine \u201c{engine}\u201d of another "
-            "host, and this server reaches a different engine under that name, so it can "
-            "neither use nor replace it here. Open the session through the host that runs "
-            "that engine, or ask an admin.")
-
-
-class SandboxKeptElsewhere(Conflict):
-    code = "sandbox_on_other_host"
-
-    def __init__(self, engine: str):
-        super().__init__(
-            f"This session's sandbox on the Docker engine \u201c{engine}\u201d is paused, and "
-            "the network policy it was created with is kept by the Sandlot host that "
-            "started it, so this server will not resume it. Open the session through that "
-            "host, or end this session and open a new one.")
+    def __init__(self, code: str, engine: str):
+        super().__init__("This session's sandbox " + ELSEWHERE[code].format(engine=engine),
+                         code=code)
 
 
 def ensure_sandbox(session: SandboxSession, config: SandboxConfig, backend: Backend,
@@ -257,7 +256,7 @@ def _resume(session: SandboxSession, backend: Backend, sandbox_id: str) -> None:
     try:
         backend.connect(sandbox_id)
     except SandboxHeldElsewhere:
-        raise SandboxKeptElsewhere(session.engine or "unnamed") from None
+        raise SandboxElsewhere("sandbox_on_other_host", session.engine or "unnamed") from None
 
 
 def require_same_engine(session: SandboxSession, backend: Backend) -> None:
@@ -265,7 +264,7 @@ def require_same_engine(session: SandboxSession, backend: Backend) -> None:
     process reaches under the session's engine name (two hosts' `local` engines)."""
     identity = getattr(backend, "engine_identity", None)
     if session.engine_uid and identity is not None and identity() != session.engine_uid:
-        raise SandboxElsewhere(session.engine or "unnamed")
+        raise SandboxElsewhere("sandbox_on_other_engine", session.engine or "unnamed")
 
 
 def gone(session: SandboxSession) -> SandboxGone:
