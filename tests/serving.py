@@ -26,15 +26,19 @@ def free_port() -> int:
 
 
 @contextmanager
-def gunicorn(target: str, db_url: str, redis_url: str) -> Iterator[str]:
-    """`target` (a `module:factory()` of the tests) under gunicorn; yields the base URL."""
+def gunicorn(target: str, db_url: str, redis_url: str, env: dict[str, str] | None = None,
+             log: Path | None = None) -> Iterator[str]:
+    """`target` (a `module:factory()` of the tests) under gunicorn; yields the base URL.
+    `env`: more variables for the server (a host's own directories); `log`: a file for its
+    output (else discarded)."""
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SANDLOT_TEST_DATABASE_URL": db_url,
-           "SANDLOT_TEST_REDIS_URL": redis_url}
+           "SANDLOT_TEST_REDIS_URL": redis_url, **(env or {})}
     binary = Path(sys.executable).with_name("gunicorn")
+    output = log.open("ab") if log else subprocess.DEVNULL
     server = subprocess.Popen(
         [str(binary), "--config", str(ROOT / "gunicorn.conf.py"), "--bind", f"127.0.0.1:{port}",
-         target], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+         target], cwd=ROOT, env=env, stdout=output, stderr=output)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -45,12 +49,21 @@ def gunicorn(target: str, db_url: str, redis_url: str) -> Iterator[str]:
             time.sleep(0.2)
     else:
         server.kill()
+        server.wait(timeout=10)
+        if log:
+            output.close()
         pytest.fail("gunicorn did not answer /login within 30 s")
     try:
         yield base
     finally:
         server.terminate()
-        server.wait(timeout=30)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # a request it could not end: no stray server
+            server.kill()
+            server.wait(timeout=10)
+        if log:
+            output.close()
 
 
 def login_latency(base: str, rounds: int = 30) -> float:

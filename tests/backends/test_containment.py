@@ -288,6 +288,29 @@ def test_a_disk_left_by_a_crash_is_released(docker_harness: Harness):
                                        ).stdout == "ok\n"
 
 
+def test_a_disk_is_released_by_a_process_with_another_disk_directory(
+        docker_harness: Harness, tmp_path, monkeypatch: pytest.MonkeyPatch):
+    # A web process makes the sandbox; a worker whose SANDBOX_DISK_DIR differs removes it
+    # when the session ends: the disk goes from where it was made, not stays mounted.
+    if not docker_disk.loop_available(docker_harness.backend.settings.host):
+        pytest.skip("loop disks need root next to the engine")
+    made_in, other = tmp_path / "web-disks", tmp_path / "worker-disks"
+    monkeypatch.setenv("SANDBOX_DISK_DIR", str(made_in))
+    info = _create(docker_harness, disk_limit_mb=32)
+    disk_id = docker_disk.disk_of(docker_harness.backend.api.inspect_container(info.id))
+    image, mount_dir = docker_disk._paths(disk_id)
+    assert os.path.ismount(mount_dir)
+    monkeypatch.setenv("SANDBOX_DISK_DIR", str(other))
+
+    try:
+        docker_harness.backend.delete(info.id)
+
+        assert not os.path.ismount(mount_dir) and not image.exists()
+        assert not mount_dir.exists()
+    finally:  # a failing run leaves no mount behind
+        docker_disk.release(disk_id, str(made_in))
+
+
 def test_a_timeout_whose_leftovers_the_host_cannot_reach_says_so(
         docker_harness: Harness, monkeypatch: pytest.MonkeyPatch):
     # An engine on another host (or no root here): only the in-container process-group

@@ -78,7 +78,7 @@ def _discard_disk(job: Future) -> None:
         disk = job.result()
     except BaseException:  # noqa: BLE001 - its own failure is not the one to report
         return
-    docker_disk.release(disk.disk_id if disk else None)
+    docker_disk.release(disk.disk_id if disk else None, disk.directory if disk else None)
 
 
 class DockerBackend(DockerCommands, DockerFiles, DockerImages, DockerCarry, DockerTerminal):
@@ -294,7 +294,7 @@ class DockerBackend(DockerCommands, DockerFiles, DockerImages, DockerCarry, Dock
                     environment=dict(spec.env),
                     host_config=self._host_config(spec, network, disk))
         except BaseException:
-            docker_disk.release(disk.disk_id if disk else None)
+            docker_disk.release(disk.disk_id if disk else None, disk.directory if disk else None)
             try:
                 self._release_network(network.egress_id)
             except BackendError:
@@ -408,5 +408,5 @@ class DockerBackend(DockerCommands, DockerFiles, DockerImages, DockerCarry, Dock
             if "already in progress" not in exc.reason:
                 raise
         self._forget(sandbox_id, data["Id"])
-        docker_disk.release(docker_disk.disk_of(data))
+        docker_disk.release(docker_disk.disk_of(data), docker_disk.directory_of(data))
         self._release_network(egress.egress_id_of(data))

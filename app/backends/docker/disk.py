@@ -38,6 +38,9 @@ log = logging.getLogger("sandlot.docker.disk")
 
 ROOT = Path(__file__).resolve().parents[3]
 LABEL = "sandlot.disk"  # on the container: the id of its loop disk
+# ...and the SANDBOX_DISK_DIR it was made in: the process that removes the container (a
+# worker ending the session) may have another one, and must still release this disk.
+DIR_LABEL = "sandlot.disk_dir"
 SANDBOX_UID = 1000
 # Where a sandbox may write: (directory on the disk, mode, owner). Installed skills live
 # under /opt/weknora/tenant (root's, as /opt is), so they can be added to a running
@@ -65,10 +68,13 @@ class Disk:
 
     mounts: tuple[docker.types.Mount, ...]
     disk_id: str | None = None
+    directory: str | None = None
 
     @property
     def labels(self) -> dict[str, str]:
-        return {LABEL: self.disk_id} if self.disk_id else {}
+        if not self.disk_id:
+            return {}
+        return {LABEL: self.disk_id, **({DIR_LABEL: self.directory} if self.directory else {})}
 
 
 def _run(*argv: str) -> None:
@@ -86,7 +92,8 @@ def create(size_mb: int, engine_host: str) -> Disk:
         return Disk(tuple(_tmpfs_mount(target, size_mb, mode, uid)
                           for target, (_, mode, uid) in PLACES.items()))
     disk_id = secrets.token_hex(8)
-    image, mount_dir = _paths(disk_id)
+    base = disk_dir()
+    image, mount_dir = _paths(disk_id, base)
     image.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         with open(image, "wb") as handle:  # sparse: costs only what gets written
@@ -104,10 +111,10 @@ def create(size_mb: int, engine_host: str) -> Disk:
             path.chmod(mode)
         (mount_dir / "lost+found").rmdir()
     except BaseException:
-        release(disk_id)
+        release(disk_id, str(base))
         raise
     return Disk(tuple(_bind_mount(target, mount_dir / name)
-                      for target, (name, _, _) in PLACES.items()), disk_id)
+                      for target, (name, _, _) in PLACES.items()), disk_id, str(base))
 
 
 def _bind_mount(target: str, source: Path) -> docker.types.Mount:
@@ -123,16 +130,19 @@ def _tmpfs_mount(target: str, size_mb: int, mode: int, uid: int) -> docker.types
     return docker.types.Mount(target, None, type="volume", driver_config=driver)
 
 
-def _paths(disk_id: str) -> tuple[Path, Path]:
-    base = disk_dir()
+def _paths(disk_id: str, base: Path | None = None) -> tuple[Path, Path]:
+    base = base or disk_dir()
     return base / f"{disk_id}.img", base / disk_id
 
 
-def release(disk_id: str | None) -> None:
-    """Unmount and delete a loop disk (after its container is gone); gone is success."""
+def release(disk_id: str | None, directory: str | None = None) -> None:
+    """Unmount and delete a loop disk (after its container is gone); gone is success.
+    `directory`: the SANDBOX_DISK_DIR it was made in (its container's label), else this
+    process's."""
     if not disk_id or not all(c in "0123456789abcdef" for c in disk_id):
         return
-    image, mount_dir = _paths(disk_id)
+    base = Path(directory) if directory and Path(directory).is_absolute() else None
+    image, mount_dir = _paths(disk_id, base)
     if os.path.ismount(mount_dir):
         deadline = time.monotonic() + 10
         while subprocess.run(["umount", str(mount_dir)], capture_output=True,
@@ -190,3 +200,9 @@ def sweep_orphans(api: docker.APIClient, grace_sec: float = ORPHAN_GRACE_SEC) ->
 def disk_of(container: dict) -> str | None:
     """The loop disk id of an inspected container, if it has one."""
     return ((container.get("Config") or {}).get("Labels") or {}).get(LABEL) or None
+
+
+def directory_of(container: dict) -> str | None:
+    """The SANDBOX_DISK_DIR an inspected container's loop disk was made in (None for a
+    container made before the label: this process's directory is assumed)."""
+    return ((container.get("Config") or {}).get("Labels") or {}).get(DIR_LABEL) or None
