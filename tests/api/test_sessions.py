@@ -138,6 +138,7 @@ def test_a_sandbox_on_another_host_s_engine_is_never_replaced_here(world, engine
     row = db.session.get(SandboxSession, session_id)
     assert row.engine == "local" and row.engine_uid  # the engine's own id, from the engine
     row.engine_uid = "an-engine-on-another-host"
+    row.stale = True  # a skill install asks for a rebuild: still not this host's to do
     db.session.commit()
 
     refused = run(member, session_id, "cat /tmp/mark")

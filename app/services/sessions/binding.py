@@ -101,14 +101,14 @@ def ensure_sandbox(session: SandboxSession, config: SandboxConfig, backend: Back
 def _usable(session: SandboxSession, config: SandboxConfig, backend: Backend) -> str | None:
     """The bound sandbox, resumed if paused; None after unbinding a dead or stale one."""
     sandbox_id = session.sandbox_id or ""
+    require_same_engine(session, backend)  # before anything that would replace it
     if session.stale or (_generation(config) > session.skill_generation and _rebuilds(config)):
         _discard(session, backend)
         return None
-    require_same_engine(session, backend)
     try:  # a look the engine's backend took moments ago will do (SandboxStale if wrong)
         info = getattr(backend, "get_recent", backend.get)(sandbox_id)
     except SandboxNotFound:
-        raise gone(session) from None
+        raise gone(session, sandbox_id) from None
     if info.state == SandboxState.running:
         return sandbox_id
     if info.state == SandboxState.paused:
@@ -130,15 +130,16 @@ def bound_sandbox(session: SandboxSession, backend: Backend) -> str | None:
     if session.binding_state != BindingState.bound or not session.sandbox_id:
         return None
     require_same_engine(session, backend)
+    sandbox_id = session.sandbox_id
     try:
-        info = backend.get(session.sandbox_id)
+        info = backend.get(sandbox_id)
     except SandboxNotFound:
-        raise gone(session) from None
+        raise gone(session, sandbox_id) from None
     if info.state == SandboxState.paused:
-        _resume(session, backend, session.sandbox_id)
+        _resume(session, backend, sandbox_id)
     elif info.state != SandboxState.running:
         return None
-    return session.sandbox_id
+    return sandbox_id
 
 
 def _create_claimed(session: SandboxSession, config: SandboxConfig, backend: Backend) -> str:
@@ -267,13 +268,13 @@ def require_same_engine(session: SandboxSession, backend: Backend) -> None:
         raise SandboxElsewhere("sandbox_on_other_engine", session.engine or "unnamed")
 
 
-def gone(session: SandboxSession) -> SandboxGone:
-    """Mark the session's sandbox gone (it is missing on its own engine) and return the
-    error that says so; a binding another request changed meanwhile is left as it is."""
+def gone(session: SandboxSession, missing: str | None) -> SandboxGone:
+    """Mark the session's sandbox `missing` gone (it is not on its own engine) and return
+    the error that says so; a binding another request changed meanwhile is left as it is."""
     db.session.rollback()
     db.session.execute(update(SandboxSession).where(
         SandboxSession.id == session.id, SandboxSession.binding_state == BindingState.bound,
-        SandboxSession.sandbox_id == session.sandbox_id).values(
+        SandboxSession.sandbox_id == missing).values(
         binding_state=BindingState.gone, sandbox_id=None, claimed_at=None, traffic_token=None))
     db.session.commit()
     return SandboxGone()

@@ -248,7 +248,7 @@ def exec_prepared(session: SandboxSession, command: str, prepared: Prepared,
             sandbox_id, reused = session_binding.ensure_sandbox(session, config, backend)
             result = backend.exec(sandbox_id, run, **exec_args)
         except SandboxNotFound:  # it went between the look and the exec (decisions 17)
-            raise session_binding.gone(session) from None
+            raise session_binding.gone(session, sandbox_id) from None
         if capture_to is not None and installed is not None:
             skill_exec.capture(backend, sandbox_id, who, installed, capture_to, result)
     # The session's last_used_at/exec_count are written by the caller (a run) in the
