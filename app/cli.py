@@ -32,6 +32,7 @@ def register(app: Flask) -> None:
                   quotas_cli):
         app.cli.add_command(group)
     app.cli.add_command(worker)
+    app.cli.add_command(node)
 
 
 def _fail(err: AppError) -> None:
@@ -169,6 +170,30 @@ def worker(burst: bool) -> None:
     from app.jobs.worker import run_worker
 
     run_worker(current_app._get_current_object(), burst=burst)
+
+
+@click.command("node")
+def node() -> None:
+    """Serve the Docker engines this host owns (SANDBOX_OWN_ENGINES) to the deployment's
+    other hosts, through Redis, until stopped; no web, no jobs."""
+    import signal
+    import threading
+
+    from app.services.sandboxes import node_host
+
+    app = current_app._get_current_object()
+    try:
+        serving = node_host.make_node(app)
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from None
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: serving.stopping.set())
+    threading.Thread(target=node_host.housekeeping, args=(app, serving.stopping),
+                     name="sandlot-node-housekeeping", daemon=True).start()
+    click.echo(f"node {serving.id} serving Docker engines "
+               f"{', '.join(serving.engines)} (up to {serving.max_calls} calls at once)")
+    serving.run()
+    click.echo(f"node {serving.id} stopped")
 
 
 def _tenant(name: str):

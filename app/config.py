@@ -129,6 +129,12 @@ class BaseConfig:
     # "tls_dir": "/abs/dir with ca.pem, cert.pem, key.pem"}} (tcp:// needs tls_dir).
     SANDBOX_DOCKER_ENGINES = _env("SANDBOX_DOCKER_ENGINES",
                                   '{"local": {"url": "unix:///var/run/docker.sock"}}')
+    # The Docker engines this process owns (issue 28 item 2): it uses them directly, and
+    # every other listed engine through a node of its host (`flask node`, via Redis).
+    # Comma-separated names, "*" for every listed engine; empty on a host with no engine.
+    SANDBOX_OWN_ENGINES: list[str] = _split_keys(_env("SANDBOX_OWN_ENGINES", "local"))
+    # How many calls a node runs at once (each holds a thread while its command runs).
+    NODE_MAX_CALLS = _int("NODE_MAX_CALLS", 64)
     # The backends configs may use (endpoints.backends_allowed); Docker is opt-in in
     # production (ProductionConfig), as in the reference: the engine socket is host root.
     SANDBOX_BACKENDS: list[str] = _split_keys(_env("SANDBOX_BACKENDS", "docker,e2b,cube"))
@@ -291,6 +297,7 @@ class TestingConfig(BaseConfig):
     SANDBOX_DOCKER_ENGINES = json.dumps({
         "local": {"url": _env("SANDLOT_TEST_DOCKER_HOST", "unix:///var/run/docker.sock")},
         "missing": {"url": "unix:///tmp/sandlot-no-engine.sock"}})
+    SANDBOX_OWN_ENGINES = ["*"]  # the node tests set it to none
 
 
 class ProductionConfig(BaseConfig):

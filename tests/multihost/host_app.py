@@ -1,5 +1,5 @@
-"""The app of every process of the two-host test deployment (tests/multihost): the web
-processes of hosts A and B under gunicorn and the `flask worker`. What they share comes in
+"""The app of every process of the test deployments (tests/multihost): the web processes
+of hosts A and B under gunicorn, the `flask worker` and the engine's `flask node`. What they share comes in
 SANDLOT_TEST_* variables: the test's database, Redis, the module's own job queue and the
 S3 bundle store; what each keeps to itself (SKILL_BUNDLE_DIR here; the egress state, disk
 and temporary directories through their own variables) is a directory of its own."""
@@ -21,6 +21,10 @@ def make_app() -> Flask:
         "JOB_QUEUE": os.environ["SANDLOT_TEST_JOB_QUEUE"],
         "SKILL_BUNDLE_DIR": os.environ["SANDLOT_TEST_BUNDLE_DIR"],
         "SKILL_BUNDLE_STORE": os.environ["SANDLOT_TEST_BUNDLE_STORE"],
+        # The Docker engines this process owns: "*" (all) unless the test says (a web
+        # host with none reaches the engine through a node, `flask node`).
+        "SANDBOX_OWN_ENGINES": [name for name in os.environ.get(
+            "SANDLOT_TEST_OWN_ENGINES", "*").split(",") if name],
         # A command still running after 2 s answers 202 and goes on off the request.
         "RUN_SYNC_WAIT_SECONDS": 2.0,
         "RUN_HEARTBEAT_SECONDS": 1,

@@ -21,7 +21,9 @@ log = logging.getLogger("sandlot.egress")
 
 
 def _enforced_here() -> bool:
-    return "docker" in current_app.config["SANDBOX_BACKENDS"] and manager.host_supports()
+    return ("docker" in current_app.config["SANDBOX_BACKENDS"] and manager.host_supports()
+            and any(engine.local and endpoints.owns(engine.name)
+                    for engine in endpoints.engines().values()))
 
 
 def supervise() -> list[str]:
@@ -47,8 +49,9 @@ def gateway_applies(doc: dict[str, Any]) -> bool:
     if doc.get("sandbox_type") != "docker" or not _enforced_here():
         return False
     block = doc.get("docker") or {}
-    if block.get("network_mode") == "none" or endpoints.engine_of(block) != endpoints.LOCAL:
-        return False
+    if block.get("network_mode") == "none" or endpoints.engine_of(block) != endpoints.LOCAL \
+            or not endpoints.owns(endpoints.LOCAL):
+        return False  # another host's gateway decides (and its node's check tells)
     policy = document.resolve_policy(doc)
     return policy.allow_internet_access or bool(policy.allow_out)
 

@@ -129,6 +129,23 @@ def engine(name: str) -> Engine | None:
     return engines().get(name or LOCAL)
 
 
+def owned(config: Any = None) -> set[str]:
+    """The engines this process owns (`SANDBOX_OWN_ENGINES`, "*" for all listed): it
+    uses them directly; any other goes through a node of its host (nodes.py)."""
+    if config is None:
+        if not has_app_context():
+            return {LOCAL}
+        config = current_app.config
+    names = set(config.get("SANDBOX_OWN_ENGINES") or ())
+    if "*" in names:
+        return set(parse_engines(config.get("SANDBOX_DOCKER_ENGINES") or DEFAULT_ENGINES))
+    return names
+
+
+def owns(name: str) -> bool:
+    return (name or LOCAL) in owned()
+
+
 def _listed(setting: str) -> list[str] | None:
     """A list setting (a comma-separated string given as an override, too); None outside
     an app."""

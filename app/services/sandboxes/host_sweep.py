@@ -38,8 +38,8 @@ def sweep(force: bool = False) -> list[str]:
         _last["at"] = now
     released: list[str] = []
     for engine in endpoints.engines().values():
-        if not engine.local:  # its disks and rules are on its own host
-            continue
+        if not engine.local or not endpoints.owns(engine.name):
+            continue  # its disks and rules are on its own host, swept there
         backend = backend_for({"sandbox_type": "docker", "docker": {"engine": engine.name}})
         try:
             released += backend.sweep_leftovers()

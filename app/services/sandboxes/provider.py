@@ -11,7 +11,7 @@ from typing import Any
 
 from app.backends import registry
 from app.backends.base import Backend, BackendError
-from app.services.sandboxes import endpoints
+from app.services.sandboxes import endpoints, nodes
 
 
 def backend_for(doc: dict[str, Any], sandbox_id: str | None = None,
@@ -30,6 +30,8 @@ def backend_for(doc: dict[str, Any], sandbox_id: str | None = None,
             raise BackendError("This config's Docker engine is not offered by this deployment; "
                                "pick one of the operator's engines in the config.")
         settings.update(engine=engine.name, host=engine.url, tls_cert_path=engine.tls_dir)
+        if not endpoints.owns(engine.name):  # another host's: through its node
+            return nodes.remote_backend(engine.name, settings)
     backend = registry.make_backend(kind, settings)
     remember = getattr(backend, "remember_traffic_token", None)
     if remember is not None and sandbox_id and traffic_token:

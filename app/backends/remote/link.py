@@ -1,0 +1,72 @@
+"""The Redis keys the nodes of one deployment and their callers share.
+
+- `live:<engine>`: a sorted set of the nodes serving an engine, scored by the time
+  their heartbeat runs out (HEARTBEAT_SEC apart, good for LIVE_SEC).
+- `node:<id>`: what a node says of itself (host, pid, whether it enforces egress).
+- `calls:<engine>`: the calls waiting for any node of that engine.
+- `reply:<call>`: what the node answers to one call, event by event.
+- `tin:<terminal>`, `tout:<terminal>`, `talive:<terminal>`: a terminal's keystrokes,
+  its output and the caller's sign of life.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import redis
+
+PREFIX = "sandlot:node:"
+HEARTBEAT_SEC = 5.0
+LIVE_SEC = 15.0
+REPLY_TTL_SEC = 300  # a reply list nobody reads any more goes away
+
+
+class Link:
+    """One deployment's node keys, over a client whose reads may block for WAIT_SEC."""
+
+    WAIT_SEC = 2.0
+
+    def __init__(self, client: redis.Redis, deployment: str):
+        self.client = client
+        self.prefix = f"{PREFIX}{deployment}:"
+
+    def key(self, kind: str, name: str) -> str:
+        return f"{self.prefix}{kind}:{name}"
+
+    # -- liveness ---------------------------------------------------------------------
+
+    def beat(self, node_id: str, engines: list[str], info: dict[str, Any]) -> None:
+        """A node's heartbeat: live for LIVE_SEC more on each of `engines`."""
+        until = time.time() + LIVE_SEC
+        with self.client.pipeline(transaction=False) as pipe:
+            for engine in engines:
+                pipe.zadd(self.key("live", engine), {node_id: until})
+                pipe.zremrangebyscore(self.key("live", engine), "-inf", time.time())
+            pipe.set(self.key("node", node_id), json.dumps(info), ex=int(LIVE_SEC) + 5)
+            pipe.execute()
+
+    def leave(self, node_id: str, engines: list[str]) -> None:
+        with self.client.pipeline(transaction=False) as pipe:
+            for engine in engines:
+                pipe.zrem(self.key("live", engine), node_id)
+            pipe.delete(self.key("node", node_id))
+            pipe.execute()
+
+    def live_nodes(self, engine: str) -> list[dict[str, Any]]:
+        """The live nodes of `engine`, each as it describes itself (with its `id`)."""
+        ids = [raw.decode() for raw in self.client.zrangebyscore(
+            self.key("live", engine), time.time(), "+inf")]
+        if not ids:
+            return []
+        nodes = []
+        for node_id, raw in zip(ids, self.client.mget([self.key("node", i) for i in ids]),
+                                strict=True):
+            if raw:
+                nodes.append({**json.loads(raw), "id": node_id})
+        return nodes
+
+    def alive(self, node_id: str, engine: str) -> bool:
+        score = self.client.zscore(self.key("live", engine), node_id)
+        return score is not None and score > time.time()
