@@ -196,6 +196,11 @@ class BackendUnavailable(BackendError):
     kind = "unavailable"
 
 
+class EngineWithoutNode(BackendUnavailable):
+    """A Docker engine of another host with no live node to hand the call to (issue
+    28): nothing was run."""
+
+
 class BackendAuthError(BackendError):
     kind = "auth"
 

@@ -1,5 +1,5 @@
-"""The app of every process of the test deployments (tests/multihost): the web processes
-of hosts A and B under gunicorn, the `flask worker` and the engine's `flask node`. What they share comes in
+"""The app of every process of the test deployments (tests/multihost): web processes under
+gunicorn, the `flask worker` and the engine's `flask node`. What they share comes in
 SANDLOT_TEST_* variables: the test's database, Redis, the module's own job queue and the
 S3 bundle store; what each keeps to itself (SKILL_BUNDLE_DIR here; the egress state, disk
 and temporary directories through their own variables) is a directory of its own."""

@@ -21,7 +21,7 @@ from typing import Any
 
 import redis
 
-from app.backends.base import BackendError, BackendUnavailable, Capabilities
+from app.backends.base import BackendError, BackendUnavailable, Capabilities, EngineWithoutNode
 from app.backends.docker.backend import DockerBackend
 from app.backends.docker.carry import Packed
 from app.backends.docker.io import DockerSettings
@@ -41,11 +41,11 @@ METHODS = frozenset({
 CALLBACKS = ("on_output", "on_started")  # exec's live hooks, sent back as events
 
 
-def no_node(engine: str) -> BackendUnavailable:
-    return BackendUnavailable(
-        f"No Sandlot node serves the Docker engine '{engine}' right now: start "
-        f"`flask node` on that engine's host (with SANDBOX_OWN_ENGINES={engine}), or ask "
-        "the operator.")
+def no_node(engine: str) -> EngineWithoutNode:
+    return EngineWithoutNode(
+        f"No Sandlot node serves the Docker engine '{engine}' right now, so its sandboxes "
+        "cannot be created or run; ask the operator to start the node on that engine's "
+        "host.")
 
 
 class RemoteBackend:

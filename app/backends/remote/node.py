@@ -193,6 +193,7 @@ class _TerminalRelay:
         self._in, self._out = link.key("tin", term_id), link.key("tout", term_id)
         self._alive = link.key("talive", term_id)
         self.done = threading.Event()
+        self._ending = threading.Lock()
 
     def _caller_alive(self) -> bool:
         try:
@@ -245,9 +246,10 @@ class _TerminalRelay:
             self._end()
 
     def _end(self) -> None:
-        if self.done.is_set():
-            return
-        self.done.set()
+        with self._ending:  # both pumps end here; the first closes
+            if self.done.is_set():
+                return
+            self.done.set()
         self.terminal.close()
         try:
             with self.link.client.pipeline(transaction=False) as pipe:

@@ -33,7 +33,7 @@ from app.security import ssrf
 from app.security.config_secrets import is_lost
 from app.security.redaction import MASK
 from app.services.field_labels import labelled
-from app.services.sandboxes import endpoints, network_policy
+from app.services.sandboxes import endpoints, network_policy, nodes
 from app.services.sandboxes.network_policy import DENY_ALL, Problems
 from app.services.sandboxes.secrets import (  # re-exported: callers use sandbox_doc.merge etc.
     OPERATOR_OWNED,
@@ -253,11 +253,18 @@ def _check_docker(block: DockerBlock, problems: Problems, names_image: bool) -> 
 
 def _check_remote_engine(block: DockerBlock, network: dict[str, Any],
                          problems: Problems) -> None:
-    """An engine on another host gets no network policy from this one (no rules, no
-    resolver, no always-on denies): only sandboxes without network may run there, never
-    on Docker's default bridge (issue 28). Refused at save, as at create."""
+    """The engine must be usable from here: owned by this process or served by a live
+    node of its host (issue 28 item 2). Where its node cannot enforce a network policy
+    (an engine reached over tcp: no rules, no resolver, no always-on denies), only
+    sandboxes without network may run there, never on Docker's default bridge. Refused
+    at save, as at create and exec."""
     engine = endpoints.engines().get(block.engine or endpoints.LOCAL)
-    if engine is None or engine.local:
+    if engine is None:
+        return
+    if refused := nodes.problem(engine.name):
+        problems.add("docker.engine", refused)
+        return
+    if nodes.enforces_egress(engine):
         return
     policy = resolve_policy({"sandbox_type": "docker", "network": network,
                              "docker": {"network_mode": block.network_mode}})

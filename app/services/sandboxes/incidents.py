@@ -22,6 +22,7 @@ from app.backends.base import (
     BackendError,
     BackendTimeout,
     BackendUnavailable,
+    EngineWithoutNode,
     QuotaExceeded,
     SandboxNotFound,
     Unsupported,
@@ -44,6 +45,8 @@ SENTENCES: list[tuple[type[BackendError], str]] = [
     (QuotaExceeded, "The sandbox service has no capacity for this workspace right now. "
                     f"{AGAIN}"),
     (BackendTimeout, f"The sandbox service did not answer in time. {AGAIN}"),
+    (EngineWithoutNode, "This config's Docker engine has no node running right now, so "
+                        f"nothing can run on it. {AGAIN}"),
     (BackendUnavailable, f"The sandbox service could not be reached. {AGAIN}"),
     (SandboxNotFound, "The sandbox is gone (it may have expired). Start a new session; if "
                       "it happens again, give an admin this reference"),
@@ -151,6 +154,8 @@ def human(doc: dict[str, Any], exc: BaseException) -> str:
     sentence and a reference id; the detail goes to the operator's log under that id."""
     reason = getattr(exc, "reason", "") or str(exc)
     docker = doc["sandbox_type"] == "docker"
+    if isinstance(exc, EngineWithoutNode):
+        return reason
     if isinstance(exc, BackendUnavailable):
         hint = ("; ask the operator whether the engine is up" if docker
                 else "; check the API URL and that it is reachable from this server")

@@ -31,10 +31,10 @@ def _factory(engine: endpoints.Engine, allow_private: bool):
     return make
 
 
-def make_node(app: Flask) -> Node:
-    """A node serving the engines this process owns (`flask node`)."""
+def make_node(app: Flask, names: list[str] | None = None) -> Node:
+    """A node serving `names`, by default the engines this process owns (`flask node`)."""
     with app.app_context():
-        names = sorted(endpoints.owned())
+        names = sorted(endpoints.owned() if names is None else names)
         listed = endpoints.engines()
         unknown = [name for name in names if name not in listed]
         if unknown:
