@@ -7,43 +7,20 @@ is the app with SANDBOX_OWN_ENGINES empty."""
 
 from __future__ import annotations
 
-import os
-import threading
-import time
 from collections.abc import Iterator
 
 import pytest
 
-from app.services.sandboxes import node_host, nodes
-from tests.backends.conftest import BASE_IMAGE, require_docker
+from tests.backends.conftest import BASE_IMAGE
 from tests.factories import config_doc
+from tests.nodes import RunningNode, own_no_engine
 
 CONFIGS = "/api/v1/sandbox-configs"
 
 
 @pytest.fixture
 def nodeless(app, monkeypatch):
-    url = os.environ.get("TEST_REDIS_URL")
-    if not url:
-        pytest.fail("TEST_REDIS_URL is not set (source /tmp/testenv.sh)")
-    require_docker()
-    monkeypatch.setitem(app.config, "SANDBOX_OWN_ENGINES", [])
-    monkeypatch.setitem(app.config, "REDIS_URL", url)
-    return app
-
-
-class RunningNode:
-    def __init__(self, app):
-        self.node = node_host.make_node(app, ["local"])
-        self.thread = threading.Thread(target=self.node.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not nodes.live_nodes("local") and time.monotonic() < deadline:
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        self.node.stopping.set()
-        self.thread.join(timeout=10)
+    return own_no_engine(app, monkeypatch)
 
 
 @pytest.fixture

@@ -51,11 +51,13 @@ def encode(value: Any) -> Any:
     if isinstance(value, dict):
         return {"$d": [[encode(key), encode(item)] for key, item in value.items()]}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        name = type(value).__name__
-        if _DATACLASSES.get(name) is not type(value):
-            raise WireError(f"{name} does not cross the wire")
-        return {"$c": name, "f": {f.name: encode(getattr(value, f.name))
-                                  for f in dataclasses.fields(value)}}
+        # a subclass crosses as the protocol's class it extends (RemotePacked as Packed)
+        kind = next((cls for cls in type(value).__mro__
+                     if _DATACLASSES.get(cls.__name__) is cls), None)
+        if kind is None:
+            raise WireError(f"{type(value).__name__} does not cross the wire")
+        return {"$c": kind.__name__, "f": {f.name: encode(getattr(value, f.name))
+                                           for f in dataclasses.fields(kind)}}
     raise WireError(f"{type(value).__name__} does not cross the wire")
 
 
