@@ -11,6 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from app.services.sessions import lifecycle as sessions
+from tests.api.test_session_terminal import Term, _config, new_ticket
 from tests.backends.conftest import BASE_IMAGE
 from tests.factories import config_doc
 from tests.nodes import RunningNode, own_no_engine
@@ -73,3 +75,23 @@ def test_a_node_that_cannot_police_takes_only_configs_without_network(
     closed = admin.post(CONFIGS, json={"name": "closed", "config": _doc(
         deny_egress_by_default=True)})
     assert closed.status_code == 201, closed.json
+
+
+def test_a_terminal_on_a_host_without_the_engine_is_relayed_by_the_node(
+        nodeless, node, two_tenants, bearer, live_server):
+    """The browser's WebSocket reaches this host; the shell is the node's, over Redis."""
+    a, _ = two_tenants
+    session = sessions.create_session(a.tenant, a.contributor, _config(a).id, "term")
+    assert sessions.exec_command(a.tenant, a.contributor, session, "true").exit_code == 0
+    member = bearer(a.contributor, a.tenant)
+    term = Term(live_server, new_ticket(member, session)["url"])
+    try:
+        term.until(b"$ ")
+        term.type("echo via-$((6*7)); stty size\r")
+        term.until(b"via-42")
+        term.until(b"30 100")
+        term.type("exit\r")
+        assert term.closed()["type"] == "closed"
+    finally:
+        term.close()
+        sessions.destroy_sandboxes(session)
