@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from cryptography.fernet import Fernet
 
 from app.backends import base
 from app.backends.base import (
@@ -41,6 +42,7 @@ from tests.backends.conftest import (
 )
 
 ENGINE = "local"
+KEYS = [Fernet.generate_key().decode()]
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +51,7 @@ def link() -> Iterator[Link]:
     if not url:
         pytest.fail("TEST_REDIS_URL is not set (source /tmp/testenv.sh)")
     client = redis.Redis.from_url(url, socket_timeout=10)
-    made = Link(client, f"test-{uuid.uuid4().hex[:12]}")
+    made = Link(client, f"test-{uuid.uuid4().hex[:12]}", KEYS)
     yield made
     for key in client.scan_iter(made.prefix + "*"):
         client.delete(key)
@@ -151,12 +153,12 @@ def test_the_node_calls_only_the_backend_s_methods_on_its_own_engines(link, node
         remote.call("close", {})
     # A message on this node's list that names an engine it does not own.
     call_id = uuid.uuid4().hex
-    link.client.rpush(link.key("calls", ENGINE), codec.dumps({
+    link.client.rpush(link.key("calls", ENGINE), link.pack({
         "id": call_id, "method": "get", "engine": "other", "settings": codec.encode({}),
         "args": codec.encode({"sandbox_id": "x"}), "hooks": []}))
     answers = []
     while not answers or answers[-1]["t"] == "taken":
-        answers.append(codec.loads(link.client.blpop([link.key("reply", call_id)], 10)[1]))
+        answers.append(link.unpack(link.client.blpop([link.key("reply", call_id)], 10)[1]))
     assert answers[-1]["t"] == "err"
     assert "does not serve the Docker engine 'other'" in answers[-1]["reason"]
 
@@ -178,10 +180,43 @@ def test_the_node_discards_only_its_own_packed_results(remote, tmp_path):
 
 def test_garbage_on_the_calls_list_is_dropped_and_the_node_goes_on(link, node, remote, sandbox):
     calls = link.key("calls", ENGINE)
-    for junk in (b"not json", b"[1,2]", b'{"id": "../x"}',
-                 b'{"id": "' + b"a" * 32 + b'", "args": {"$c": "Popen", "f": {}}}'):
+    for junk in (b"not json", b"[1,2]", link.pack({"id": "../x"}),
+                 link.pack({"id": "a" * 32, "args": {"$c": "Popen", "f": {}}})):
         link.client.rpush(calls, junk)
     assert remote.get(sandbox).id == sandbox
+
+
+def _raw_call(method: str, args: dict) -> tuple[str, bytes]:
+    call_id = uuid.uuid4().hex
+    return call_id, codec.dumps({"id": call_id, "method": method, "engine": ENGINE,
+                                 "settings": codec.encode({}), "args": codec.encode(args),
+                                 "hooks": []})
+
+
+@pytest.mark.parametrize("sealing", ["plain", "other-keys", "replayed"])
+def test_a_call_not_sealed_now_with_the_deployment_s_keys_runs_nothing(
+        link, node, remote, sandbox, sealing):
+    """Whoever can write to Redis but holds no key (or replays an old call) cannot make
+    the node run a command: the call is dropped unanswered."""
+    call_id, plain = _raw_call("exec", {"sandbox_id": sandbox,
+                                        "command": "touch /workspace/pwned"})
+    raw = {"plain": lambda: plain,
+           "other-keys": lambda: Fernet(Fernet.generate_key()).encrypt(plain),
+           "replayed": lambda: Fernet(KEYS[0].encode()).encrypt_at_time(
+               plain, int(time.time()) - 600)}[sealing]()
+    link.client.rpush(link.key("calls", ENGINE), raw)
+    assert link.client.blpop([link.key("reply", call_id)], timeout=2) is None
+    assert remote.exec(sandbox, "test -e /workspace/pwned || echo clean").stdout == "clean\n"
+
+
+def test_a_call_the_node_read_but_never_took_up_ends_the_wait(link, monkeypatch):
+    """A node whose keys differ drops the call it cannot open: the caller is told."""
+    monkeypatch.setattr(remote_client, "PICKUP_SEC", 0.5)
+    link.beat("deaf-node", ["deaf"], {"egress_rules": True})
+    threading.Thread(target=lambda: link.client.blpop([link.key("calls", "deaf")], 5),
+                     daemon=True).start()
+    with pytest.raises(BackendUnavailable, match="did not take up the call"):
+        RemoteBackend(link, "deaf", {}).get("x")
 
 
 def test_the_codec_refuses_what_is_not_in_the_protocol():
@@ -222,9 +257,9 @@ def test_a_node_that_stops_mid_call_ends_the_wait(link):
 
     def take() -> None:
         item = link.client.blpop([link.key("calls", "dying")], timeout=5)
-        call = codec.loads(item[1])
+        call = link.unpack(item[1])
         link.client.rpush(link.key("reply", call["id"]),
-                          codec.dumps({"t": "taken", "node": "dying-node"}))
+                          link.pack({"t": "taken", "node": "dying-node"}))
 
     threading.Thread(target=take, daemon=True).start()
     started = time.monotonic()

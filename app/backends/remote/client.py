@@ -98,7 +98,7 @@ class RemoteBackend:
             raise no_node(self.engine)
         hooks = hooks or {}
         call_id = uuid.uuid4().hex
-        raw = codec.dumps({"id": call_id, "method": method, "engine": self.engine,
+        raw = self.link.pack({"id": call_id, "method": method, "engine": self.engine,
                            "settings": codec.encode(self.settings),
                            "args": codec.encode(args), "hooks": sorted(hooks)})
         calls, reply = self.link.key("calls", self.engine), self.link.key("reply", call_id)
@@ -121,12 +121,16 @@ class RemoteBackend:
                         raise BackendUnavailable(
                             f"The Docker engine '{self.engine}''s node is too busy to take "
                             "the call; nothing was run. Try again shortly.")
+                    if time.monotonic() > pickup_by + PICKUP_SEC:  # read, never taken up
+                        raise BackendUnavailable(
+                            f"The Docker engine '{self.engine}''s node did not take up the "
+                            "call (its keys may differ from this host's); nothing was run.")
                 elif taken_by is not None and not self.link.alive(taken_by, self.engine):
                     raise BackendUnavailable(
                         f"The node of the Docker engine '{self.engine}' stopped during the "
                         "call; what it was doing may not have finished.")
                 continue
-            event = codec.loads(item[1])
+            event = self.link.unpack(item[1])
             kind = event.get("t")
             if kind == "taken":
                 taken_by = str(event.get("node"))
@@ -232,7 +236,7 @@ class RemoteTerminal:
             return b""
         if item is None:
             return None
-        event = codec.loads(item[1] if isinstance(item, (list, tuple)) else item)
+        event = self.link.unpack(item[1] if isinstance(item, (list, tuple)) else item)
         if "d" in event:
             return base64.b64decode(event["d"])
         self._ended = True
@@ -240,7 +244,7 @@ class RemoteTerminal:
 
     def _send(self, message: dict[str, Any]) -> None:
         try:
-            self.link.client.rpush(self._in, codec.dumps(message))
+            self.link.client.rpush(self._in, self.link.pack(message))
         except redis.RedisError:
             self._ended = True
 

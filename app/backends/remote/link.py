@@ -7,6 +7,11 @@
 - `reply:<call>`: what the node answers to one call, event by event.
 - `tin:<terminal>`, `tout:<terminal>`, `talive:<terminal>`: a terminal's keystrokes,
   its output and the caller's sign of life.
+
+Every message is sealed with the deployment's SECRETS_KEYS (Fernet: encrypted and
+authenticated): a reader of Redis sees neither members' credentials nor their files, and
+a writer without the keys cannot make a node run anything. A node takes no call sealed
+more than CALL_MAX_AGE_SEC ago (a replayed one).
 """
 
 from __future__ import annotations
@@ -16,11 +21,15 @@ import time
 from typing import Any
 
 import redis
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+
+from app.backends.remote import codec
 
 PREFIX = "sandlot:node:"
 HEARTBEAT_SEC = 5.0
 LIVE_SEC = 15.0
 REPLY_TTL_SEC = 300  # a reply list nobody reads any more goes away
+CALL_MAX_AGE_SEC = 120
 
 
 class Link:
@@ -28,9 +37,21 @@ class Link:
 
     WAIT_SEC = 2.0
 
-    def __init__(self, client: redis.Redis, deployment: str):
+    def __init__(self, client: redis.Redis, deployment: str, keys: list[str]):
         self.client = client
         self.prefix = f"{PREFIX}{deployment}:"
+        self._fernet = MultiFernet([Fernet(key.encode()) for key in keys])
+
+    def pack(self, message: dict[str, Any]) -> bytes:
+        return self._fernet.encrypt(codec.dumps(message))
+
+    def unpack(self, raw: bytes, max_age: int | None = None) -> dict[str, Any]:
+        """A message sealed with the deployment's keys (within `max_age` seconds)."""
+        try:
+            return codec.loads(self._fernet.decrypt(raw, ttl=max_age))
+        except InvalidToken:
+            raise codec.WireError("a message not sealed with this deployment's keys, or "
+                                  "sealed too long ago") from None
 
     def key(self, kind: str, name: str) -> str:
         return f"{self.prefix}{kind}:{name}"

@@ -28,7 +28,7 @@ import redis
 from app.backends.base import Backend, BackendError, Terminal
 from app.backends.remote import codec
 from app.backends.remote.client import CALLBACKS, METHODS
-from app.backends.remote.link import HEARTBEAT_SEC, REPLY_TTL_SEC, Link
+from app.backends.remote.link import CALL_MAX_AGE_SEC, HEARTBEAT_SEC, REPLY_TTL_SEC, Link
 
 log = logging.getLogger("sandlot.node")
 OUT_BACKLOG = 64  # terminal output chunks queued for a caller before the shell waits
@@ -92,18 +92,19 @@ class Node:
     def _push(self, call_id: str, event: dict[str, Any]) -> None:
         key = self.link.key("reply", call_id)
         with self.link.client.pipeline(transaction=False) as pipe:
-            pipe.rpush(key, codec.dumps(event))
+            pipe.rpush(key, self.link.pack(event))
             pipe.expire(key, REPLY_TTL_SEC)
             pipe.execute()
 
     def _serve(self, raw: bytes) -> None:
         try:
-            call = codec.loads(raw)
+            call = self.link.unpack(raw, max_age=CALL_MAX_AGE_SEC)
             call_id = str(call["id"])
             if not re.fullmatch(r"[0-9a-f]{32}", call_id):
                 raise codec.WireError("a call id that is not one")
         except (codec.WireError, KeyError):
-            log.warning("the node dropped a call that is not in its protocol")
+            log.warning("the node dropped a call that is not in its protocol or not sealed "
+                        "with the deployment's keys")
             self._slots.release()
             return
         try:
@@ -218,7 +219,8 @@ class _TerminalRelay:
                     if self.done.wait(0.05) or not self._caller_alive():
                         return
                 with self.link.client.pipeline(transaction=False) as pipe:
-                    pipe.rpush(self._out, codec.dumps({"d": base64.b64encode(data).decode()}))
+                    pipe.rpush(self._out, self.link.pack(
+                        {"d": base64.b64encode(data).decode()}))
                     pipe.expire(self._out, 60)
                     pipe.execute()
         except redis.RedisError:
@@ -232,7 +234,7 @@ class _TerminalRelay:
                 item = self.link.client.blpop([self._in], timeout=1.0)
                 if item is None:
                     continue
-                message = codec.loads(item[1])
+                message = self.link.unpack(item[1])
                 if "w" in message:
                     self.terminal.write(base64.b64decode(message["w"]))
                 elif "r" in message:
@@ -253,7 +255,7 @@ class _TerminalRelay:
         self.terminal.close()
         try:
             with self.link.client.pipeline(transaction=False) as pipe:
-                pipe.rpush(self._out, codec.dumps({"end": 1}))
+                pipe.rpush(self._out, self.link.pack({"end": 1}))
                 pipe.expire(self._out, 60)
                 pipe.delete(self._in)
                 pipe.execute()

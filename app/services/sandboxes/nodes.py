@@ -37,7 +37,7 @@ def link(config: Any = None) -> Link | None:
             _clients[url] = redis.Redis.from_url(
                 url, socket_timeout=Link.WAIT_SEC + 5, socket_connect_timeout=2)
         client = _clients[url]
-    return Link(client, deployment_id(config))
+    return Link(client, deployment_id(config), list(config.get("SECRETS_KEYS") or []))
 
 
 def remote_backend(engine: str, settings: dict[str, Any]) -> Backend:
