@@ -30,6 +30,38 @@ def pytest_configure(config) -> None:
 CONSOLE_ERRORS: list[str] = []
 
 
+def _steady(page):
+    """A page whose navigation is tried once more when Chromium reports the network
+    changed under it: this machine's Docker engine adds and removes bridges while other
+    tests' sandboxes come and go, and Chromium then aborts a load on loopback with
+    ERR_NETWORK_CHANGED, which says nothing about the page."""
+    goto = page.goto
+
+    def retrying(url, **kwargs):
+        try:
+            return goto(url, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - Playwright's Error, matched by its text
+            if "ERR_NETWORK_CHANGED" not in str(exc):
+                raise
+            return goto(url, **kwargs)
+
+    page.goto = retrying
+    return page
+
+
+class _Context:
+    """A browser context whose new pages are steady (the rest is the context's own)."""
+
+    def __init__(self, context):
+        self._context = context
+
+    def new_page(self, *args, **kwargs):
+        return _steady(self._context.new_page(*args, **kwargs))
+
+    def __getattr__(self, name):
+        return getattr(self._context, name)
+
+
 class _Guarded:
     """The browser, with every new context's errors recorded in CONSOLE_ERRORS."""
 
@@ -42,7 +74,7 @@ class _Guarded:
             f"{message.text} (at {message.page.url if message.page else '?'})")
             if message.type == "error" else None)
         context.on("weberror", lambda error: CONSOLE_ERRORS.append(f"uncaught: {error.error}"))
-        return context
+        return _Context(context)
 
     def __getattr__(self, name):
         return getattr(self._browser, name)
