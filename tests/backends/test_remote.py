@@ -139,6 +139,28 @@ def test_a_terminal_is_relayed_and_closing_it_ends_the_shell(remote, sandbox):
     assert "sleep 300" not in remote.exec(sandbox, "ps -eo args").stdout
 
 
+def test_the_engine_s_identity_comes_with_the_heartbeat(link, node, remote):
+    """A session's every command checks its engine's id: after a node answered it once,
+    its heartbeat carries it and callers need no call; nodes that disagree are asked."""
+    expected = DockerBackend(docker_settings()).engine_identity()
+    assert expected and remote.engine_identity() == expected
+    remote.call("engine_identity", {})  # the node learns it from a call, whatever came first
+    link.beat(node.id, [ENGINE], node.info)  # its next heartbeat
+    quiet = RemoteBackend(link, ENGINE, {})
+    quiet.call = lambda *args, **kwargs: pytest.fail("the node was asked")
+    assert quiet.engine_identity() == expected
+    link.beat("other-node", [ENGINE], {"egress_rules": True, "identities": {ENGINE: "x"}})
+    try:
+        asked: list[str] = []
+        other = RemoteBackend(link, ENGINE, {})
+        real = other.call
+        other.call = lambda method, args, hooks=None: asked.append(method) or real(
+            method, args, hooks)
+        assert other.engine_identity() == expected and asked == ["engine_identity"]
+    finally:
+        link.leave("other-node", [ENGINE])
+
+
 def test_the_node_uses_its_own_engine_url_whatever_the_caller_sends(link, node, sandbox):
     """A caller cannot point the node at another engine (or a socket of its choosing)."""
     spoofed = RemoteBackend(link, ENGINE, {"image": BASE_IMAGE})

@@ -29,6 +29,10 @@ from app.backends.remote import codec
 from app.backends.remote.link import Link
 
 PICKUP_SEC = 10.0
+# How long one backend (one request's) reuses the live nodes it read: a warm exec makes
+# three calls, and one look at the live set serves them all. A node that left within it
+# is noticed as one that took no call (PICKUP_SEC), not at once.
+NODES_FRESH_SEC = 1.0
 # What a caller may ask of a node: DockerBackend's methods, by name (terminals and the
 # discarding of a packed install result are the node's own calls, see node.py).
 METHODS = frozenset({
@@ -64,6 +68,7 @@ class RemoteBackend:
                          if key not in ("host", "tls_cert_path")}
         self.idle_ttl_seconds = DockerSettings.from_dict(settings).idle_ttl_seconds
         self._capabilities: Capabilities | None = None
+        self._live: tuple[float, list[dict[str, Any]]] | None = None
 
     @property
     def capabilities(self) -> Capabilities:
@@ -78,6 +83,16 @@ class RemoteBackend:
     def close(self) -> None:
         """Nothing of the engine's is held here."""
 
+    def engine_identity(self) -> str:
+        """The engine's own id, as its live nodes announce it (a node learns it from the
+        first call that asks, see node.py); asked of a node when they do not all say the
+        same. A session's every command checks it, so this saves a call per command."""
+        said = {str((node.get("identities") or {}).get(self.engine) or "")
+                for node in self._nodes()}
+        if len(said) == 1 and "" not in said:
+            return said.pop()
+        return str(self.call("engine_identity", {}))
+
     def open_terminal(self, sandbox_id: str, **kwargs: Any) -> RemoteTerminal:
         term_id = self.call("open_terminal", {"sandbox_id": sandbox_id, **kwargs})
         return RemoteTerminal(self.link, str(term_id))
@@ -85,8 +100,12 @@ class RemoteBackend:
     # -- the call -----------------------------------------------------------------------
 
     def _nodes(self) -> list[dict[str, Any]]:
+        if self._live is not None and time.monotonic() - self._live[0] < NODES_FRESH_SEC:
+            return self._live[1]
         try:
-            return self.link.live_nodes(self.engine)
+            nodes = self.link.live_nodes(self.engine)
+            self._live = (time.monotonic(), nodes) if nodes else None
+            return nodes
         except redis.RedisError:
             raise BackendUnavailable("The nodes of the Docker engines cannot be reached "
                                      "(Redis is unavailable); try again shortly.") from None
@@ -170,7 +189,7 @@ def _method(name: str) -> Callable[..., Any]:
     return remote
 
 
-for _name in sorted(METHODS):
+for _name in sorted(METHODS - {"engine_identity"}):
     setattr(RemoteBackend, _name, _method(_name))
 
 _IDENTITIES: dict[tuple[str, str], tuple[float, str]] = {}
