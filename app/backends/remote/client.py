@@ -118,8 +118,8 @@ class RemoteBackend:
         hooks = hooks or {}
         call_id = uuid.uuid4().hex
         raw = self.link.pack({"id": call_id, "method": method, "engine": self.engine,
-                           "settings": codec.encode(self.settings),
-                           "args": codec.encode(args), "hooks": sorted(hooks)})
+                              "settings": codec.encode(self.settings),
+                              "args": codec.encode(args), "hooks": sorted(hooks)})
         calls, reply = self.link.key("calls", self.engine), self.link.key("reply", call_id)
         try:
             self.link.client.rpush(calls, raw)
@@ -191,23 +191,6 @@ def _method(name: str) -> Callable[..., Any]:
 
 for _name in sorted(METHODS - {"engine_identity"}):
     setattr(RemoteBackend, _name, _method(_name))
-
-_IDENTITIES: dict[tuple[str, str], tuple[float, str]] = {}
-IDENTITY_TTL_SEC = 60.0
-_ask_identity = RemoteBackend.engine_identity
-
-
-def _engine_identity(self: RemoteBackend) -> str:
-    """The engine's own id, asked of its node at most once a minute per process (every
-    binding and stale check reads it; DockerBackend keeps it for the process's life)."""
-    key = (self.link.prefix, self.engine)
-    known = _IDENTITIES.get(key)
-    if known is None or time.monotonic() - known[0] > IDENTITY_TTL_SEC:
-        known = _IDENTITIES[key] = (time.monotonic(), _ask_identity(self))
-    return known[1]
-
-
-RemoteBackend.engine_identity = _engine_identity  # type: ignore[method-assign]
 
 
 class RemotePacked(Packed):
