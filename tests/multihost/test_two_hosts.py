@@ -17,30 +17,32 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import ExitStack, closing
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-import docker
 import httpx
 import pytest
-from sqlalchemy import select
 
-from app.backends.docker import disk
-from app.extensions import db
 from app.jobs.queue import queue_name
-from app.models import Job, JobStatus, SandboxConfig
 from app.services.sandboxes.provider import labels
 from tests import serving, snapshot_guard
-from tests.backends.conftest import BASE_IMAGE, DOCKER_HOST, require_docker
+from tests.backends.conftest import BASE_IMAGE, require_docker
 from tests.factories import config_doc
 from tests.fakes.skill_archives import make_zip, skill_md
 from tests.jobs.helpers import delete_queue, wait_for_workers
+from tests.multihost.deploy import (
+    FACTORY,
+    ROOT,
+    containers,
+    own_dirs,
+    release_disks,
+    stop,
+    wait_for,
+)
 from tests.storage.conftest import moto_endpoint  # noqa: F401 (fixture)
 from tests.streams.conftest import _hang_up_streams, read_stream, token  # noqa: F401
 
-ROOT = Path(__file__).resolve().parents[2]
-FACTORY = "tests.multihost.host_app:make_app()"
 CONFIGS = "/api/v1/sandbox-configs"
 SESSIONS = "/api/v1/sessions"
 SKILL = "two-hosts"
@@ -56,16 +58,6 @@ class Deployment:
     dirs: dict[str, Path]  # each process's own bundle directory
     disks: dict[str, Path]  # each process's own SANDBOX_DISK_DIR
     worker: subprocess.Popen
-
-
-def _own_dirs(root: Path) -> dict[str, str]:
-    """A process's own directories, as a host of its own keeps them."""
-    made = {name: root / name for name in ("bundles", "egress", "disks", "tmp")}
-    for path in made.values():
-        path.mkdir(parents=True)
-    return {"SANDLOT_TEST_BUNDLE_DIR": str(made["bundles"]),
-            "SANDBOX_EGRESS_STATE_DIR": str(made["egress"]),
-            "SANDBOX_DISK_DIR": str(made["disks"]), "TMPDIR": str(made["tmp"])}
 
 
 @pytest.fixture(scope="module")
@@ -85,12 +77,12 @@ def deployment(app, app_factory, db_url, moto_endpoint,  # noqa: F811 (fixture)
     shared = {"SANDLOT_TEST_JOB_QUEUE": queue_name(rq_app),
               "SANDLOT_TEST_BUNDLE_STORE": f"s3://{bucket}/bundles?endpoint={moto_endpoint}"}
     root = tmp_path_factory.mktemp("two-hosts")
-    own = {host: _own_dirs(root / host) for host in ("a", "b", "worker")}
+    own = {host: own_dirs(root / host) for host in ("a", "b", "worker")}
     logs = root / "logs"
     logs.mkdir()
     with ExitStack() as stack:
         stack.callback(delete_queue, rq_app)
-        stack.callback(_release_disks, [Path(d["SANDBOX_DISK_DIR"]) for d in own.values()])
+        stack.callback(release_disks, [Path(d["SANDBOX_DISK_DIR"]) for d in own.values()])
         worker_log = (logs / "worker.log").open("ab")
         stack.callback(worker_log.close)
         worker = subprocess.Popen(
@@ -99,7 +91,7 @@ def deployment(app, app_factory, db_url, moto_endpoint,  # noqa: F811 (fixture)
                  "SANDLOT_TEST_DATABASE_URL": db_url, "SANDLOT_TEST_REDIS_URL": redis_url,
                  **shared, **own["worker"]},
             stdout=worker_log, stderr=worker_log)
-        stack.callback(_stop, worker)
+        stack.callback(stop, worker)
         a = stack.enter_context(serving.gunicorn(FACTORY, db_url, redis_url,
                                                  {**shared, **own["a"]}, logs / "a.log"))
         b = stack.enter_context(serving.gunicorn(FACTORY, db_url, redis_url,
@@ -109,63 +101,6 @@ def deployment(app, app_factory, db_url, moto_endpoint,  # noqa: F811 (fixture)
                          {h: Path(d["SANDLOT_TEST_BUNDLE_DIR"]) for h, d in own.items()},
                          {h: Path(d["SANDBOX_DISK_DIR"]) for h, d in own.items()},
                          worker)
-
-
-def _release_disks(directories: list[Path]) -> None:
-    """Loop disks a failed run left mounted in the processes' directories (after the
-    processes are gone): unmounted, so no mount outlives the module."""
-    for directory in directories:
-        for image in directory.glob("*.img"):
-            disk.release(image.stem, str(directory))
-
-
-def _stop(worker: subprocess.Popen) -> None:
-    """SIGTERM (RQ's warm shutdown: its job ends first), then SIGKILL; none is left."""
-    worker.terminate()
-    try:
-        worker.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        worker.kill()
-        worker.wait(timeout=10)
-
-
-def _containers(client: docker.DockerClient, **wanted) -> list:
-    return client.containers.list(all=True, filters={"label": [
-        f"{key}={value}" for key, value in wanted.items()]})
-
-
-@pytest.fixture
-def docker_client() -> Iterator[docker.DockerClient]:
-    with closing(docker.DockerClient(base_url=DOCKER_HOST, timeout=60)) as client:
-        yield client
-
-
-@pytest.fixture
-def leaves_nothing(docker_client) -> Iterator[None]:
-    """After the test, even a failed one: the deployment's jobs end, then every container
-    and snapshot image of the test's configs goes (the processes that made them are not
-    this one, so the root cleanup would not know them)."""
-    yield
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        db.session.remove()
-        if not db.session.scalars(select(Job).where(
-                Job.status.in_([JobStatus.pending, JobStatus.running]))).first():
-            break
-        time.sleep(0.3)
-    configs = set(db.session.scalars(select(SandboxConfig.id)))
-    for config_id in configs:
-        for box in _containers(docker_client, sandlot_sandbox_config_id=config_id):
-            box.remove(force=True)
-    snapshot_guard.remove_snapshots(configs)
-
-
-def _wait(seconds: float, what: str, check):
-    deadline = time.monotonic() + seconds
-    while not (found := check()):
-        assert time.monotonic() < deadline, what
-        time.sleep(0.2)
-    return found
 
 
 def test_a_skill_session_and_run_span_two_hosts_and_a_worker(
@@ -227,7 +162,7 @@ def test_a_skill_session_and_run_span_two_hosts_and_a_worker(
         on_a = on_a.json()["data"]
         assert on_a["exit_code"] == 0 and "hello again" in on_a["stdout"], on_a
         assert on_a["reused"] is True and on_a["sandbox_id"] == sandbox_id, on_a
-        boxes = _containers(docker_client, sandlot_session_id=session_id)
+        boxes = containers(docker_client, sandlot_session_id=session_id)
         assert len(boxes) == 1 and sandbox_id in (boxes[0].id, boxes[0].name), boxes
 
         # 4. A long command started on A, followed and cancelled from B.
@@ -258,9 +193,9 @@ def test_a_skill_session_and_run_span_two_hosts_and_a_worker(
         # 5. The session ended on B: the worker removes its sandbox.
         ended = host_b.delete(session_path, headers=member)
         assert ended.status_code == 200, ended.text
-        _wait(60, "the session's sandbox is still there",
-              lambda: not _containers(docker_client, sandlot_session_id=session_id))
-        assert not _containers(docker_client, **labels(a.tenant.id, config_id=config_id))
+        wait_for(60, "the session's sandbox is still there",
+                 lambda: not containers(docker_client, sandlot_session_id=session_id))
+        assert not containers(docker_client, **labels(a.tenant.id, config_id=config_id))
         # The sandbox's loop disk, made by B under B's own SANDBOX_DISK_DIR, is released
         # by the worker that removed the container (it was left mounted before).
         for host, directory in deployment.disks.items():
