@@ -113,6 +113,54 @@ def test_a_running_command_is_cancelled_through_the_node(remote, sandbox):
     assert "sleep 30" not in remote.exec(sandbox, "ps -eo args").stdout
 
 
+def test_a_node_stopped_mid_command_finishes_it_for_its_caller(link, sandbox):
+    """SIGTERM (`stopping`) while a command runs: the node takes no new call (it leaves
+    the live set at once), but the command it took runs to its end and its caller gets
+    the result, instead of being told the node stopped while the node goes on running
+    it (and lingers until it ends) with nobody to hear the answer."""
+    own = Link(link.client, f"test-{uuid.uuid4().hex[:12]}", KEYS)  # this node's alone
+    stopping = Node(own, {ENGINE: lambda settings: DockerBackend(
+        {**settings, **docker_settings()})}, {"egress_rules": True}, max_calls=2)
+    thread = threading.Thread(target=stopping.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not own.live_nodes(ENGINE) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        remote = RemoteBackend(own, ENGINE, {"image": BASE_IMAGE, "http_timeout_sec": 30})
+        refs: list[str] = []
+        done: dict = {}
+
+        def run() -> None:
+            try:
+                done["result"] = remote.exec(sandbox, "sleep 5; echo finished",
+                                             on_started=refs.append, timeout_sec=30)
+            except BackendError as exc:
+                done["error"] = exc
+
+        caller = threading.Thread(target=run)
+        caller.start()
+        while not refs and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert refs, "the command never started"
+        stopping.stopping.set()
+        time.sleep(1.5)  # the node's loop notices within a second
+        assert not own.live_nodes(ENGINE)
+        with pytest.raises(EngineWithoutNode):  # a new call is refused at once
+            remote.get(sandbox)
+        caller.join(timeout=20)
+        assert "error" not in done, done
+        assert (done["result"].stdout, done["result"].exit_code) == ("finished\n", 0)
+        thread.join(timeout=10)
+        assert not thread.is_alive(), "the node did not stop once its call ended"
+        assert not own.alive(stopping.id, ENGINE)
+    finally:
+        stopping.stopping.set()
+        thread.join(timeout=15)
+        for key in link.client.scan_iter(own.prefix + "*"):
+            link.client.delete(key)
+
+
 def test_files_and_typed_errors_cross_the_wire(remote, sandbox):
     remote.write_file(sandbox, "out/a.bin", bytes(range(256)) * 4)
     assert remote.read_file(sandbox, "out/a.bin") == bytes(range(256)) * 4

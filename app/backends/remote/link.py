@@ -3,6 +3,8 @@
 - `live:<engine>`: a sorted set of the nodes serving an engine, scored by the time
   their heartbeat runs out (HEARTBEAT_SEC apart, good for LIVE_SEC).
 - `node:<id>`: what a node says of itself (host, pid, whether it enforces egress).
+- `draining:<id>`: a stopping node, out of the live sets (it takes no new call), still
+  heart-beating while the calls it took run to their end.
 - `calls:<engine>`: the calls waiting for any node of that engine.
 - `reply:<call>`: what the node answers to one call, event by event.
 - `tin:<terminal>`, `tout:<terminal>`, `talive:<terminal>`: a terminal's keystrokes,
@@ -68,11 +70,24 @@ class Link:
             pipe.set(self.key("node", node_id), json.dumps(info), ex=int(LIVE_SEC) + 5)
             pipe.execute()
 
+    def withdraw(self, node_id: str, engines: list[str]) -> None:
+        """A stopping node: out of the live sets, so no new call comes to it, and
+        draining, so the callers of the calls it took still see it alive."""
+        with self.client.pipeline(transaction=True) as pipe:
+            for engine in engines:
+                pipe.zrem(self.key("live", engine), node_id)
+            pipe.set(self.key("draining", node_id), b"1", px=int(LIVE_SEC * 1000))
+            pipe.execute()
+
+    def drain_beat(self, node_id: str) -> None:
+        """A draining node's heartbeat: alive for LIVE_SEC more to its callers."""
+        self.client.set(self.key("draining", node_id), b"1", px=int(LIVE_SEC * 1000))
+
     def leave(self, node_id: str, engines: list[str]) -> None:
         with self.client.pipeline(transaction=False) as pipe:
             for engine in engines:
                 pipe.zrem(self.key("live", engine), node_id)
-            pipe.delete(self.key("node", node_id))
+            pipe.delete(self.key("node", node_id), self.key("draining", node_id))
             pipe.execute()
 
     def live_nodes(self, engine: str) -> list[dict[str, Any]]:
@@ -89,5 +104,9 @@ class Link:
         return nodes
 
     def alive(self, node_id: str, engine: str) -> bool:
-        score = self.client.zscore(self.key("live", engine), node_id)
-        return score is not None and score > time.time()
+        """Is the node that took a call still there: live, or draining its calls?"""
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.zscore(self.key("live", engine), node_id)
+            pipe.exists(self.key("draining", node_id))
+            score, draining = pipe.execute()
+        return bool(draining) or (score is not None and score > time.time())

@@ -47,12 +47,20 @@ class Node:
         self._slots = threading.BoundedSemaphore(max_calls)
         self._pool = ThreadPoolExecutor(max_calls, thread_name_prefix="sandlot-node")
         self.stopping = threading.Event()
+        self._beating = threading.Lock()  # a heartbeat never re-adds a withdrawn node
+        self._taken = 0  # calls taken and not yet answered
+        self._answered = threading.Condition()
 
     # -- the loops ----------------------------------------------------------------------
 
     def run(self) -> None:
-        """Serve until `stopping` is set; leave the live set on the way out."""
-        beat = threading.Thread(target=self._beat, name="sandlot-node-heartbeat", daemon=True)
+        """Serve until `stopping` is set. Then take no new call (out of the live sets at
+        once) but answer the calls taken, heart-beating as draining until they end (a
+        command runs to its end or its timeout; SIGKILL ends it sooner, and its callers
+        learn within LIVE_SEC), and leave."""
+        done = threading.Event()
+        beat = threading.Thread(target=self._beat, args=(done,),
+                                name="sandlot-node-heartbeat", daemon=True)
         beat.start()
         names = list(self.engines)
         keys = [self.link.key("calls", name) for name in names]
@@ -70,22 +78,39 @@ class Node:
                 if item is None:
                     self._slots.release()
                     continue
+                with self._answered:
+                    self._taken += 1
                 self._pool.submit(self._serve, item[1])
         finally:
             self.stopping.set()
+            try:
+                with self._beating:
+                    self.link.withdraw(self.id, names)
+            except redis.RedisError:
+                pass
+            with self._answered:
+                if self._taken:
+                    log.info("node %s stopping: answering the %d calls it took first",
+                             self.id, self._taken)
+                self._answered.wait_for(lambda: not self._taken)
+            done.set()
             try:
                 self.link.leave(self.id, names)
             except redis.RedisError:
                 pass
             self._pool.shutdown(wait=False, cancel_futures=False)
 
-    def _beat(self) -> None:
-        while not self.stopping.is_set():
+    def _beat(self, done: threading.Event) -> None:
+        while not done.is_set():
             try:
-                self.link.beat(self.id, list(self.engines), self.info)
+                with self._beating:
+                    if self.stopping.is_set():
+                        self.link.drain_beat(self.id)
+                    else:
+                        self.link.beat(self.id, list(self.engines), self.info)
             except redis.RedisError:
                 log.warning("the node's heartbeat did not reach Redis", exc_info=True)
-            self.stopping.wait(HEARTBEAT_SEC)
+            done.wait(HEARTBEAT_SEC)
 
     # -- one call -----------------------------------------------------------------------
 
@@ -97,6 +122,14 @@ class Node:
             pipe.execute()
 
     def _serve(self, raw: bytes) -> None:
+        try:
+            self._answer(raw)
+        finally:
+            with self._answered:
+                self._taken -= 1
+                self._answered.notify_all()
+
+    def _answer(self, raw: bytes) -> None:
         try:
             call = self.link.unpack(raw, max_age=CALL_MAX_AGE_SEC)
             call_id = str(call["id"])
