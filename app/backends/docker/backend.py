@@ -48,7 +48,7 @@ from app.backends.base import (
     SandboxState,
     Unsupported,
 )
-from app.backends.docker import containers
+from app.backends.docker import containers, exec_agent
 from app.backends.docker import disk as docker_disk
 from app.backends.docker import io as docker_io
 from app.backends.docker.carry import DockerCarry
@@ -240,7 +240,8 @@ class DockerBackend(DockerCommands, DockerFiles, DockerImages, DockerCarry, Dock
             return self.egress.attach(policy, spec.metadata)
 
     def _host_config(self, spec: SandboxSpec, network: egress.Attachment,
-                     disk: docker_disk.Disk | None) -> dict[str, Any]:
+                     disk: docker_disk.Disk | None,
+                     agent: exec_agent.AgentDir | None = None) -> dict[str, Any]:
         cpu = spec.cpu_limit or self.settings.cpu_limit
         memory = spec.memory_limit_mb or self.settings.memory_limit_mb
         memory_bytes = memory * (1 << 20) if memory else None
@@ -251,7 +252,7 @@ class DockerBackend(DockerCommands, DockerFiles, DockerImages, DockerCarry, Dock
             mem_limit=memory_bytes, memswap_limit=memory_bytes,
             pids_limit=spec.pids_limit or self.settings.pids_limit,
             read_only=disk is not None and not spec.writable_root,
-            mounts=list(disk.mounts) if disk else None,
+            mounts=[*(disk.mounts if disk else ()), *(agent.mounts if agent else ())] or None,
             runtime=spec.runtime or self.settings.runtime or None)
 
     def _disk_for(self, spec: SandboxSpec) -> docker_disk.Disk | None:
@@ -284,16 +285,21 @@ class DockerBackend(DockerCommands, DockerFiles, DockerImages, DockerCarry, Dock
         except BaseException:
             _discard_disk(disk_job)
             raise
-        disk = None
+        disk = agent = None
         try:
             disk = disk_job.result()
+            agent = exec_agent.create() if exec_agent.available(self.settings.host) else None
+            # Always set: a snapshot image carries its parent's agent labels.
+            agent_labels = agent.labels if agent else {exec_agent.LABEL: "",
+                                                       exec_agent.DIR_LABEL: ""}
             with self._errors("create sandbox", secrets):
                 container = self.api.create_container(
                     image, command=["sleep", "infinity"],
-                    labels={**labels, **(disk.labels if disk else {})},
+                    labels={**labels, **(disk.labels if disk else {}), **agent_labels},
                     environment=dict(spec.env),
-                    host_config=self._host_config(spec, network, disk))
+                    host_config=self._host_config(spec, network, disk, agent))
         except BaseException:
+            exec_agent.release(agent)
             docker_disk.release(disk.disk_id if disk else None, disk.directory if disk else None)
             try:
                 self._release_network(network.egress_id)
@@ -318,13 +324,17 @@ class DockerBackend(DockerCommands, DockerFiles, DockerImages, DockerCarry, Dock
 
     def sweep_leftovers(self) -> list[str]:
         """Release what sandboxes of this engine left on this host once their container
-        went (removed by another process, an operator or a crash): loop disks, and
-        networks, rules and state files. Whatever is young enough to belong to a create
-        in progress is kept. What was released, as "disk <id>" and "network <id>"."""
+        went (removed by another process, an operator or a crash): loop disks, exec
+        agent directories, and networks, rules and state files. Whatever is young enough
+        to belong to a create in progress is kept. What was released, as "disk <id>",
+        "agent dir <token>" and "network <id>"."""
         released = []
         if docker_disk.loop_available(self.settings.host):
             with self._errors("release leftover sandbox disks"):
                 released += [f"disk {d}" for d in docker_disk.sweep_orphans(self.api)]
+        if exec_agent.available(self.settings.host):
+            with self._errors("release leftover exec agent directories"):
+                released += [f"agent dir {d}" for d in exec_agent.sweep_orphans(self.api)]
         if self.capabilities.egress_rules and self.egress.unavailable_reason() is None:
             with self._errors("release leftover sandbox networks"):
                 released += [f"network {n}" for n in self.egress.cleanup_orphans()]
@@ -408,5 +418,6 @@ class DockerBackend(DockerCommands, DockerFiles, DockerImages, DockerCarry, Dock
             if "already in progress" not in exc.reason:
                 raise
         self._forget(sandbox_id, data["Id"])
+        exec_agent.release(exec_agent.of(data))
         docker_disk.release(docker_disk.disk_of(data), docker_disk.directory_of(data))
         self._release_network(egress.egress_id_of(data))

@@ -23,12 +23,14 @@ from app.backends.base import (
     Unsupported,
     new_files_script,
 )
+from app.backends.docker import exec_agent
 from app.backends.docker import io as docker_io
 from app.backends.docker import reap as docker_reap
 from app.backends.docker.egress.manager import egress_id_of
 from app.backends.docker.files import user_name
 
 HOST_GRACE_SEC = 5  # host-side backstop after the in-container `timeout`
+AGENT_REF = "agent:"  # a run the exec agent started: agent:<pid inside>:<start ticks>
 START_WAIT_SEC = 3  # how long a cancel waits for an exec it caught before its start
 
 
@@ -82,6 +84,79 @@ class DockerCommands:
         return docker_io.RawRun(out, err, code, time.monotonic() - started, truncated, hit,
                                 exec_id, new_files)
 
+    def _run_agent(self, data: dict[str, Any], argv: list[str], *, cwd: str | None,
+                   env: dict[str, str] | None, deadline_sec: float, limit: int,
+                   marker: str, on_output: docker_io.OnOutput | None,
+                   on_started: Callable[[str], None] | None,
+                   looked: str) -> docker_io.RawRun | None:
+        """`_run` through the sandbox's exec agent (exec_agent.py), as the sandbox user;
+        None when the agent is missing or broke its protocol before the command started
+        (the caller then goes through the engine). An agent lost mid-run leaves a run
+        without exit code (RawRun.exit_code None), which the caller ends from the host."""
+        live = exec_agent.find(self.api, data, self.settings.host)
+        if live is None:
+            return None
+        started = time.monotonic()
+        try:
+            sock, ns_pid, ticks = exec_agent.start(live, argv, env, cwd)
+        except exec_agent.AgentBroken as exc:
+            exec_agent.fallback(data, str(exc))
+            return None
+        self._confirm(data["Id"], looked)
+        ref = f"{AGENT_REF}{ns_pid}:{ticks}"
+        ended: list[int | None] = []
+
+        def other(kind: int, payload: bytes) -> bool:
+            if kind == 3:
+                ended.append(int(payload) if payload.isdigit() and len(payload) < 4 else None)
+            return kind == 3
+
+        extra = len(marker) + 8
+        reader = sock.makefile("rb")
+        try:
+            if on_started is not None:
+                on_started(ref)
+            out, raw_err, truncated, hit = docker_io.read_frames(
+                reader, sock, started + deadline_sec, limit, extra,
+                docker_io.HoldBack(on_output, marker) if on_output else None,
+                other, exec_agent.MAX_FRAME)
+        except (OSError, docker_io.FrameTooLarge) as exc:
+            exec_agent.fallback(data, f"broke off a run ({exc.__class__.__name__})")
+            out, raw_err, truncated, hit = b"", b"", False, False
+        finally:
+            reader.close()
+            sock.close()
+        raw_err, new_files = docker_io.take_new_files(raw_err, marker)
+        err, code, overflow = docker_io.take_exit_marker(raw_err, marker, limit)
+        truncated = overflow or (truncated and len(raw_err) < limit + extra)
+        lost = code is None and not ended and not hit
+        if lost:
+            # The command may still run without anyone reading its output: it is
+            # waited for (up to the deadline) from the host, so a timeout still reads
+            # as one; the caller then ends what is left.
+            exec_agent.fallback(data, "went away during a run")
+            end = started + deadline_sec
+            while self._targets(data, ref) and time.monotonic() < end:
+                time.sleep(0.05)
+            hit = time.monotonic() >= end
+        elif code is None:
+            code = ended[0] if ended else None
+        exec_agent.served += code is not None
+        return docker_io.RawRun(out, err, code, time.monotonic() - started, truncated, hit,
+                                ref, new_files, lost)
+
+    def _targets(self, data: dict[str, Any], ref: str) -> list[int]:
+        """Host pids of the run's first process while it still runs (an exec's, or the
+        one the agent started)."""
+        if ref.startswith(AGENT_REF):
+            ns_pid, _, ticks = ref[len(AGENT_REF):].partition(":")
+            found = exec_agent.host_pid(int(data["State"].get("Pid") or 0), int(ns_pid),
+                                        int(ticks.partition(":")[0]))
+            return [found] if found else []
+        with self._errors("exec inspect"):
+            info = self.api.exec_inspect(ref)
+        return [int(info["Pid"])] if info.get("Running") and info.get("Pid") else []
+
     def _started_exec(self, exec_id: str) -> dict[str, Any]:
         """The exec's inspect, once it has started: the handle reaches the caller just
         before the engine starts the exec, and a cancel in between must not read "not
@@ -103,11 +178,8 @@ class DockerCommands:
         if not docker_reap.available(self.settings.host):
             return ("processes this command may have left outside its process group "
                     "cannot be ended from here: the Docker engine is not on this host")
-        with self._errors("exec inspect"):
-            info = self.api.exec_inspect(exec_id)
-        target = [int(info["Pid"])] if info.get("Running") and info.get("Pid") else []
         reaped = docker_reap.reap(int(data["State"].get("Pid") or 0), since_ticks,
-                                  targets=target)
+                                  targets=self._targets(data, exec_id))
         if reaped.settled:
             return ""
         return ("some processes this command left were still exiting when it ended; "
@@ -154,18 +226,32 @@ class DockerCommands:
                 str(timeout_sec), command, marker, new_files_in or "", f"{time.time():.6f}"]
         since = docker_reap.now_ticks()
         started = (lambda exec_id: on_started(f"{exec_id}:{since}")) if on_started else None
-        run = self._run(data["Id"], argv, user=user_name(user), cwd=cwd, env=env,
-                        deadline_sec=timeout_sec + HOST_GRACE_SEC, limit=output_limit,
-                        marker=marker, on_output=on_output, on_started=started,
-                        looked=sandbox_id if recent is not None else "")
-        killed = run.exit_code in (124, 137) and run.elapsed >= timeout_sec
+        looked = sandbox_id if recent is not None else ""
+        run = None
+        if user_name(user) != "root" and exec_agent.enabled():
+            run = self._run_agent(data, argv, cwd=cwd, env=env,
+                                  deadline_sec=timeout_sec + HOST_GRACE_SEC,
+                                  limit=output_limit, marker=marker, on_output=on_output,
+                                  on_started=started, looked=looked)
+        if run is None:
+            run = self._run(data["Id"], argv, user=user_name(user), cwd=cwd, env=env,
+                            deadline_sec=timeout_sec + HOST_GRACE_SEC, limit=output_limit,
+                            marker=marker, on_output=on_output, on_started=started,
+                            looked=looked)
+        lost = run.lost
+        killed = (lost or run.exit_code in (124, 137)) and run.elapsed >= timeout_sec
         note = ""
-        if killed or run.deadline_hit:
+        if lost:  # the agent went away mid-run: end what is left of the command
+            note = self._reap(data, since, run.exec_id) or (
+                "the sandbox's exec agent stopped during this command; its output and "
+                "exit code were lost")
+        elif killed or run.deadline_hit:
             note = self._reap(data, since, run.exec_id)
         elif not keep_processes and docker_reap.available(self.settings.host) and \
                 docker_reap.left_behind(int(data["State"].get("Pid") or 0), since):
             note = self._reap(data, since, run.exec_id)
-        exit_code = run.exit_code if run.exit_code is not None else 124
+        exit_code = run.exit_code if run.exit_code is not None else (
+            137 if lost and killed else 125 if lost else 124)
         return ExecResult(stdout=run.stdout.decode("utf-8", "replace"),
                           stderr=_noted(run.stderr.decode("utf-8", "replace"), note),
                           exit_code=exit_code, duration_ms=int(run.elapsed * 1000),
@@ -180,9 +266,11 @@ class DockerCommands:
         group (`setsid`) since it started, sparing the container's init and other live
         execs (docker_reap, as after a timeout). False when it had already ended; raises
         Unsupported where the engine's processes cannot be reached from this host."""
-        exec_id, _, since = ref.partition(":")
         if not docker_reap.available(self.settings.host):
             raise Unsupported("stopping a running command needs the Docker engine on this host")
+        if ref.startswith(AGENT_REF):
+            return self._cancel_agent_run(sandbox_id, ref)
+        exec_id, _, since = ref.partition(":")
         info = self._started_exec(exec_id)
         if not info.get("Running"):
             return False
@@ -198,3 +286,17 @@ class DockerCommands:
                 return True
             time.sleep(0.05)
 
+
+    def _cancel_agent_run(self, sandbox_id: str, ref: str) -> bool:
+        """cancel_exec of a run the agent started (`agent:<pid>:<ticks>:<since>`): found
+        and ended from the host through the container's cgroup, as any exec."""
+        run_ref, _, since = ref.rpartition(":")
+        data = self._running_data(sandbox_id)
+        if not self._targets(data, run_ref):
+            return False
+        deadline = time.monotonic() + START_WAIT_SEC
+        while True:
+            self._reap(data, int(since or 0), run_ref)
+            if not self._targets(data, run_ref) or time.monotonic() > deadline:
+                return True
+            time.sleep(0.05)

@@ -176,6 +176,7 @@ class RawRun:
     deadline_hit: bool
     exec_id: str = ""
     new_files: int | None = None
+    lost: bool = False  # the exec agent went away mid-run (its exit code unknown)
 
 
 OnOutput = Callable[[int, bytes], None]
@@ -248,7 +249,23 @@ def read_exec(response: Any, deadline: float, limit: int, err_extra: int = 0,
     every frame as it arrives (stream 1 stdout, 2 stderr), for a live view of a run.
     """
     reader = response.raw._fp.fp
-    sock = reader.raw._sock
+    try:
+        return read_frames(reader, reader.raw._sock, deadline, limit, err_extra, on_output)
+    finally:
+        response.close()
+
+
+class FrameTooLarge(Exception):
+    """A frame longer than the reader allows (an exec agent misbehaving)."""
+
+
+def read_frames(reader: Any, sock: Any, deadline: float, limit: int, err_extra: int = 0,
+                on_output: OnOutput | None = None,
+                other: Callable[[int, bytes], bool] | None = None,
+                max_frame: int | None = None) -> tuple[bytes, bytes, bool, bool]:
+    """`read_exec` on any buffered reader over `sock`. `other(kind, payload)` sees the
+    frames of streams other than 1 and 2, and ends the read by answering True; with
+    `max_frame`, a longer frame raises FrameTooLarge (what was read so far is lost)."""
     streams = {1: _Capped(limit), 2: _Capped(limit + err_extra)}
     pending = bytearray()
     deadline_hit = False
@@ -263,19 +280,23 @@ def read_exec(response: Any, deadline: float, limit: int, err_extra: int = 0,
             if not chunk:
                 break
             pending += chunk
-            pending = _take_frames(pending, streams, on_output)
+            pending, done = _take_frames(pending, streams, on_output, other, max_frame)
+            if done:
+                break
     except TimeoutError:
         deadline_hit = True
-    finally:
-        response.close()
     out, err = streams[1], streams[2]
     return bytes(out.data), bytes(err.data), out.truncated or err.truncated, deadline_hit
 
 
 def _take_frames(pending: bytearray, streams: dict[int, _Capped],
-                 on_output: OnOutput | None = None) -> bytearray:
+                 on_output: OnOutput | None = None,
+                 other: Callable[[int, bytes], bool] | None = None,
+                 max_frame: int | None = None) -> tuple[bytearray, bool]:
     while len(pending) >= HEADER.size:
         kind, size = HEADER.unpack_from(pending)
+        if max_frame is not None and size > max_frame:
+            raise FrameTooLarge(f"a frame of {size} bytes")
         if len(pending) < HEADER.size + size:
             break
         payload = bytes(pending[HEADER.size:HEADER.size + size])
@@ -284,7 +305,9 @@ def _take_frames(pending: bytearray, streams: dict[int, _Capped],
             streams[kind].add(payload)
             if on_output is not None:
                 on_output(kind, payload)
-    return pending
+        elif other is not None and other(kind, payload):
+            return pending, True
+    return pending, False
 
 
 def take_exit_marker(err: bytes, marker: str, limit: int) -> tuple[bytes, int | None, bool]:

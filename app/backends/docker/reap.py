@@ -180,14 +180,20 @@ def _kill(pid: int, cgroup_line: str) -> bool:
         os.close(handle)
 
 
-def _under(pid: int, parents: dict[int, int], roots: set[int]) -> bool:
+def _under(pid: int, parents: dict[int, int], roots: set[int],
+           targets: set[int] | frozenset[int] = frozenset()) -> bool:
+    """Whether `pid` is one of `roots` or under one, not counting what is at or under a
+    target on the way up (a run the exec agent started is under the agent, an exec root
+    that is spared, yet it and its tree are the ones being ended)."""
     seen = set()
     while pid in parents and pid not in seen:
+        if pid in targets:
+            return False
         if pid in roots:
             return True
         seen.add(pid)
         pid = parents[pid]
-    return pid in roots
+    return pid in roots and pid not in targets
 
 
 def _main_process(init_pid: int, stats: dict[int, tuple[int, int, bool]]) -> int | None:
@@ -239,7 +245,8 @@ class _Sweep:
         spared = self.protected | self.exec_roots(stats)
         return [(pid, start) for pid, (_, start, zombie) in stats.items()
                 if not (pid in (self.init_pid, self.main) or start < self.since or zombie
-                        or self.victims.get(pid) == start or _under(pid, parents, spared))]
+                        or self.victims.get(pid) == start
+                        or _under(pid, parents, spared, self.targets))]
 
     def kill_pass(self) -> int:
         """Signal every leftover not signalled yet; how many were new (-1: the cgroup
