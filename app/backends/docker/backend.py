@@ -312,7 +312,10 @@ class DockerBackend(DockerCommands, DockerFiles, DockerImages, DockerCarry, Dock
         except BackendError:
             self.delete(container["Id"])
             raise
-        return self.get(container["Id"])
+        data = self._inspect(container["Id"])
+        if agent is not None:
+            exec_agent.launch(self.api, data, self.settings.host)
+        return containers.from_inspect(data)
 
     def _release_network(self, egress_id: str | None) -> None:
         if egress_id:

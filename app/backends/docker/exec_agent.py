@@ -8,12 +8,12 @@ the agent's file is bind-mounted read-only at /opt/sandlot/agent.py. Both only o
 engine of this host with this process root (as loop disks); the container's labels
 name the token and the directory, so any process of this host can find and release it.
 
-The agent is started on a sandbox's first exec with one detached `docker exec` as the
-sandbox user (never root: the container has no capability to change users, and a root
-agent would be a way to root for whoever reaches it); that exec goes through the
-engine, and so does everything while the agent is missing, dead or misbehaving
-(logged once per sandbox). An image without python3 simply never gets one. Runs as
-root always go through the engine.
+The agent is started right after the container (and again after a restart) with one
+detached `docker exec` as the sandbox user (never root: the container has no capability
+to change users, and a root agent would be a way to root for whoever reaches it);
+commands go through the engine while the agent is missing, not yet listening, dead or
+misbehaving (logged once per sandbox start and process). An image without python3
+simply never gets one. Runs as root always go through the engine.
 
 Untrusted: every frame is size-capped, every wait has a deadline, and containment
 (timeout, cancel, leftovers) is done from the host through the cgroup (reap.py), never
@@ -31,6 +31,7 @@ import shutil
 import socket
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,7 @@ HELLO_SEC = 2.0  # how long the agent may take to say it started the command
 MAX_FRAME = 1 << 20
 HELLO = struct.Struct(">BxxxL")
 ORPHAN_GRACE_SEC = 600
+READY_SEC = 1.0  # how long a sandbox's first exec waits for its new agent to listen
 
 
 class AgentBroken(Exception):
@@ -183,9 +185,54 @@ def fallback(container: dict[str, Any], why: str) -> None:
                     container["Id"][:12], why)
 
 
+def _locked(found: AgentDir, step: Callable[[dict[str, Any]], Live | None]) -> Live | None:
+    """`step(state)` under the lock of the agent's state file (shared by this host's
+    processes), which is then saved."""
+    with open(found.path / "state.json", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.seek(0)
+        state = json.loads(handle.read() or "{}")
+        live = step(state)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps(state))
+    return live
+
+
+def launch(api: Any, container: dict[str, Any], engine_host: str) -> None:
+    """Start the agent of a sandbox just started (one detached exec); never raises."""
+    found = of(container)
+    if found is None or not available(engine_host):
+        return
+    try:
+        _locked(found, lambda state: _launch(api, container, found, state))
+    except (OSError, ValueError, docker.errors.DockerException) as exc:
+        fallback(container, f"could not be started ({exc.__class__.__name__})")
+
+
+def _launch(api: Any, container: dict[str, Any], found: AgentDir,
+            state: dict[str, Any]) -> None:
+    state.clear()
+    state["started_at"] = (container.get("State") or {}).get("StartedAt", "")
+    run = found.path / "run"
+    os.chown(run, SANDBOX_UID, SANDBOX_UID)  # the agent makes its socket there
+    os.chmod(run, 0o700)
+    (run / "agent.sock").unlink(missing_ok=True)
+    try:
+        exec_id = api.exec_create(container["Id"], ["python3", "-I", IN_SANDBOX_FILE],
+                                  stdout=False, stderr=False, user="sandbox",
+                                  workdir="/")["Id"]
+        api.exec_start(exec_id, detach=True)
+    except docker.errors.DockerException as exc:  # no python3, no sandbox user
+        state["failed"] = "could not be started"
+        fallback(container, f"could not be started ({exc.__class__.__name__})")
+        return
+    state["exec_id"] = exec_id
+
+
 def find(api: Any, container: dict[str, Any], engine_host: str) -> Live | None:
-    """The container's live agent, starting it on first use (this call then answers
-    None: the command at hand goes through the engine). None without an agent."""
+    """The container's live agent (started now if this container start has none yet);
+    None when it has none, or it is not ready within READY_SEC."""
     key = _key(container)
     known = _live.get(key, False)
     if known is None:
@@ -195,18 +242,10 @@ def find(api: Any, container: dict[str, Any], engine_host: str) -> Live | None:
     found = of(container)
     if found is None or not available(engine_host):
         return None
-    state_file = found.path / "state.json"
     try:
-        with open(state_file, "a+") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            handle.seek(0)
-            state = json.loads(handle.read() or "{}")
-            live = _look(api, container, found, state)
-            handle.seek(0)
-            handle.truncate()
-            handle.write(json.dumps(state))
+        live = _locked(found, lambda state: _look(api, container, found, state))
     except (OSError, ValueError, docker.errors.DockerException) as exc:
-        fallback(container, f"could not be started or reached ({exc.__class__.__name__})")
+        fallback(container, f"could not be reached ({exc.__class__.__name__})")
         return None
     if live is not None:
         _live[key] = live
@@ -215,31 +254,26 @@ def find(api: Any, container: dict[str, Any], engine_host: str) -> Live | None:
 
 def _look(api: Any, container: dict[str, Any], found: AgentDir,
           state: dict[str, Any]) -> Live | None:
-    """Under the state file's lock: start the agent, or learn its pid once it runs."""
-    started_at = (container.get("State") or {}).get("StartedAt", "")
-    run = found.path / "run"
-    if state.get("started_at") != started_at:  # first exec of this container start
-        state.clear()
-        state["started_at"] = started_at
-        os.chown(run, SANDBOX_UID, SANDBOX_UID)  # the agent makes its socket there
-        os.chmod(run, 0o700)
-        exec_id = api.exec_create(container["Id"], ["python3", "-I", IN_SANDBOX_FILE],
-                                  stdout=False, stderr=False, user="sandbox",
-                                  workdir="/")["Id"]
-        api.exec_start(exec_id, detach=True)
-        state["exec_id"] = exec_id
-        return None
+    """Under the state file's lock: learn the agent's pid once it listens."""
+    if state.get("started_at") != (container.get("State") or {}).get("StartedAt", ""):
+        _launch(api, container, found, state)  # restarted since: a new agent
     if state.get("failed"):
-        _live[_key(container)] = None
+        fallback(container, str(state["failed"]))
         return None
+    run = found.path / "run"
     if not state.get("pid"):
-        info = api.exec_inspect(state.get("exec_id", ""))
-        if not info.get("Running") or not info.get("Pid"):
-            state["failed"] = f"exited with code {info.get('ExitCode')}"
-            fallback(container, f"did not start ({state['failed']}; no python3?)")
-            return None
-        if not (run / "agent.sock").is_socket():
-            return None  # not listening yet
+        deadline = time.monotonic() + READY_SEC
+        while True:
+            info = api.exec_inspect(state.get("exec_id", ""))
+            if not info.get("Running") or not info.get("Pid"):
+                state["failed"] = f"exited with code {info.get('ExitCode')} (no python3?)"
+                fallback(container, state["failed"])
+                return None
+            if (run / "agent.sock").is_socket():
+                break
+            if time.monotonic() > deadline:
+                return None  # not listening yet: this command goes through the engine
+            time.sleep(0.01)
         # Listening: from now on the sandbox user may not replace the socket (the
         # agent's own, 0600) with one of its own: the directory becomes root's.
         os.chown(run, 0, 0)
