@@ -39,7 +39,8 @@ settings.load_profile("sandlot")
 # `engine`: a client of the local Docker engine, for tests that look at sandboxes from
 # outside the app (a folder's conftest may define its own).
 # `tests.snapshot_guard`: the run fails if a snapshot image of its configs outlives it.
-pytest_plugins = ["tests.docker_engine", "tests.snapshot_guard"]
+# `tests.exec_paths`: modules with EXEC_PATHS = True run through the exec agent and not.
+pytest_plugins = ["tests.docker_engine", "tests.snapshot_guard", "tests.exec_paths"]
 
 # No lookup leaves this machine (the sandboxes' resolver and "explain this destination"
 # forward names to this upstream): a closed local port unless a test names its own.

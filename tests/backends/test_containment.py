@@ -25,6 +25,8 @@ from tests import load
 from tests.backends.conftest import BASE_IMAGE, Harness
 from tests.factories import config_doc
 
+EXEC_PATHS = True  # through the exec agent and through docker exec (tests/exec_paths.py)
+
 # Lists the processes of a sandbox as "pid args", without ps (not in the image).
 PROCESSES = ("for p in /proc/[0-9]*; do [ -r $p/cmdline ] && "
              "echo \"${p#/proc/} $(tr '\\0' ' ' < $p/cmdline)\"; done")

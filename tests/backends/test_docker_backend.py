@@ -18,6 +18,8 @@ from app.backends.base import (
 )
 from tests.backends.conftest import RUN_ID, RUN_LABEL, SNAPSHOT_PREFIX, Harness
 
+EXEC_PATHS = True  # through the exec agent and through docker exec (tests/exec_paths.py)
+
 
 def run(harness: Harness, sandbox_id: str, command: str, **kwargs):
     return harness.backend.exec(sandbox_id, command, **kwargs)

@@ -10,6 +10,8 @@ from app.extensions import db
 from app.models import InstalledSkill, PersonalEnvVar
 from tests.installs.conftest import docker_config, install_zip, open_session, skill_zip, wait_for
 
+EXEC_PATHS = True  # through the exec agent and through docker exec (tests/exec_paths.py)
+
 ME = "/api/v1/me/env-vars"
 INSTALL_SH = b"""#!/bin/sh
 set -e

@@ -11,6 +11,8 @@ from app.extensions import db
 from app.models import ExecRun, RunStatus, SandboxConfig
 from tests.runs.conftest import docker_config, finished, open_session, wait_run
 
+EXEC_PATHS = True  # through the exec agent and through docker exec (tests/exec_paths.py)
+
 
 def test_a_long_command_answers_202_and_its_output_lands_in_the_history(world, short_wait):
     started = time.monotonic()
