@@ -93,6 +93,7 @@ class DockerCommands:
         None when the agent is missing or broke its protocol before the command started
         (the caller then goes through the engine). An agent lost mid-run leaves a run
         without exit code (RawRun.exit_code None), which the caller ends from the host."""
+        exec_agent.asked += 1
         live = exec_agent.find(self.api, data, self.settings.host)
         if live is None:
             return None

@@ -161,6 +161,7 @@ class Live:
 _live: dict[str, Live | None] = {}  # container id + start -> the agent, None: none
 _said: set[str] = set()  # containers whose fallback was logged
 served = 0  # runs this process ran through an agent to their end (tests, bench)
+asked = 0  # runs this process would have run through an agent
 
 
 def _key(container: dict[str, Any]) -> str:
@@ -219,9 +220,9 @@ def _launch(api: Any, container: dict[str, Any], found: AgentDir,
     os.chmod(run, 0o700)
     (run / "agent.sock").unlink(missing_ok=True)
     try:
+        # No workdir: the agent's is the image's, which a run without cwd gets.
         exec_id = api.exec_create(container["Id"], ["python3", "-I", IN_SANDBOX_FILE],
-                                  stdout=False, stderr=False, user="sandbox",
-                                  workdir="/")["Id"]
+                                  stdout=False, stderr=False, user="sandbox")["Id"]
         api.exec_start(exec_id, detach=True)
     except docker.errors.DockerException as exc:  # no python3, no sandbox user
         state["failed"] = "could not be started"

@@ -31,11 +31,14 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 
 SOCKET = "/run/sandlot/agent.sock"
 MAX_REQUEST = 4 << 20
 HEADER = struct.Struct(">BxxxL")
 PR_SET_DUMPABLE = 4
+POLL_SEC = 0.05  # how soon an exited child is noticed while its pipes stay open
+DRAIN_SEC = 0.2  # how long output is still read after the child exited
 
 
 def _frame(conn, kind, payload):
@@ -82,15 +85,26 @@ def _serve(conn):
 
 
 def _pump(conn, child):
-    """Output as it comes; when the host has gone, keep draining (the child must not
-    die of a broken pipe because of us) and just stop sending."""
+    """Output as it comes until both pipes close, or the child has exited and what
+    it wrote is read (as the engine does, a background process holding the pipes
+    does not hold the run open). When the host has gone, keep draining (the child
+    must not die of a broken pipe because of us) and just stop sending."""
     selector = selectors.DefaultSelector()
     selector.register(child.stdout, selectors.EVENT_READ, 1)
     selector.register(child.stderr, selectors.EVENT_READ, 2)
     host_gone = False
     open_streams = 2
+    drain_until = None
     while open_streams:
-        for key, _ in selector.select():
+        now = time.monotonic()
+        if drain_until is None and child.poll() is not None:
+            drain_until = now + DRAIN_SEC
+        if drain_until is not None and now >= drain_until:
+            break
+        events = selector.select(POLL_SEC if drain_until is None else drain_until - now)
+        if not events and drain_until is not None:
+            break  # exited, and nothing more came at once
+        for key, _ in events:
             chunk = os.read(key.fileobj.fileno(), 65536)
             if not chunk:
                 selector.unregister(key.fileobj)
@@ -101,6 +115,9 @@ def _pump(conn, child):
                     _frame(conn, key.data, chunk)
                 except OSError:
                     host_gone = True
+    selector.close()
+    child.stdout.close()
+    child.stderr.close()
     code = child.wait()
     code = code if code >= 0 else 128 - code  # killed by a signal: as a shell says it
     if not host_gone:
