@@ -156,9 +156,16 @@ def main():
     os.umask(old)
     server.listen(64)
     sys.stdout.close()
-    while True:
-        conn, _ = server.accept()
-        threading.Thread(target=_handle, args=(conn,), daemon=True).start()
+    while True:  # a full process table (a fork bomb) must not end the agent
+        try:
+            conn, _ = server.accept()
+        except OSError:
+            time.sleep(0.05)
+            continue
+        try:
+            threading.Thread(target=_handle, args=(conn,), daemon=True).start()
+        except RuntimeError:  # no thread to be had: the host falls back to the engine
+            conn.close()
 
 
 if __name__ == "__main__":
