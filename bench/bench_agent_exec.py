@@ -57,7 +57,7 @@ LOAD_BEFORE = os.getloadavg()[0]
 
 
 def has_agent(engine: docker.APIClient, container: str) -> bool:
-    rows = engine.top(container, ps_args="-eo args").get("Processes") or []
+    rows = engine.top(container, ps_args="-eo pid,args").get("Processes") or []
     return any("/opt/sandlot/agent.py" in " ".join(row) for row in rows)
 
 
@@ -131,6 +131,8 @@ def main() -> None:
     os.environ["SANDBOX_AGENT_DIR"] = tempfile.mkdtemp(prefix="sandlot-bench-agents-")
     os.environ["SANDBOX_EGRESS_STATE_DIR"] = tempfile.mkdtemp(prefix="sandlot-bench-egress-")
     os.environ.setdefault("SANDBOX_DNS_UPSTREAM", "127.0.0.1:9")
+    # 8 clients' sessions, and the warm one still ending: past the default quota of 5
+    os.environ.setdefault("QUOTA_LIVE_SANDBOXES_PER_MEMBER", "50")
     modes = {}
     with sqlite_database() as url:
         token = seed(url)
