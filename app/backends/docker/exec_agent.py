@@ -48,6 +48,8 @@ LABEL = "sandlot.agent"  # on the container: the token of its agent directory
 DIR_LABEL = "sandlot.agent_dir"  # ...and the SANDBOX_AGENT_DIR it was made in
 IN_SANDBOX_RUN = "/run/sandlot"
 IN_SANDBOX_FILE = "/opt/sandlot/agent.py"
+# What the engine adds to a container's own layer for the mounts (empty mount points).
+MOUNT_POINTS = frozenset({IN_SANDBOX_RUN, IN_SANDBOX_FILE, str(Path(IN_SANDBOX_FILE).parent)})
 SANDBOX_UID = 1000
 CONNECT_SEC = 1.0
 HELLO_SEC = 2.0  # how long the agent may take to say it started the command

@@ -11,6 +11,7 @@ import re
 import docker
 
 from app.backends.base import BackendError, TemplateBuild, TemplateInfo, Unsupported
+from app.backends.docker import exec_agent
 
 SNAPSHOT_REPO = "sandlot/snapshot"
 SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
@@ -47,12 +48,15 @@ class DockerImages:
 
     def changed_paths(self, sandbox_id: str) -> list[tuple[str, str]]:
         """What the sandbox changed in its image's filesystem, as `docker diff` lists it:
-        (path, "changed" | "added" | "deleted"); a changed directory is listed too."""
+        (path, "changed" | "added" | "deleted"); a changed directory is listed too. The
+        exec agent's mount points are the engine's doing, not the sandbox's: a bind mount
+        is written to the host, never to the image, so they are left out."""
         container_id = self._inspect(sandbox_id)["Id"]
         with self._errors("diff sandbox"):
             changes = self.api.diff(container_id) or []
         kinds = {0: "changed", 1: "added", 2: "deleted"}
-        return [(c["Path"], kinds.get(c.get("Kind"), "changed")) for c in changes]
+        return [(c["Path"], kinds.get(c.get("Kind"), "changed")) for c in changes
+                if c["Path"] not in exec_agent.MOUNT_POINTS]
 
     def snapshot_id_for(self, name: str) -> str:
         """The image reference a snapshot named `name` gets (to find an abandoned build)."""
