@@ -179,7 +179,7 @@ def node() -> None:
     import signal
     import threading
 
-    from app.services.sandboxes import node_host
+    from app.services.sandboxes import node_host, pools
 
     app = current_app._get_current_object()
     try:
@@ -190,6 +190,7 @@ def node() -> None:
         signal.signal(sig, lambda *_: serving.stopping.set())
     threading.Thread(target=node_host.housekeeping, args=(app, serving.stopping),
                      name="sandlot-node-housekeeping", daemon=True).start()
+    pools.start_keeper(app, serving.stopping)  # the warm pools of the engines it owns
     click.echo(f"node {serving.id} serving Docker engines "
                f"{', '.join(serving.engines)} (up to {serving.max_calls} calls at once)")
     serving.run()

@@ -203,6 +203,10 @@ class BaseConfig:
     # The sum of the memory limits of every live Docker session sandbox, in MiB; 0 means
     # three quarters of this host's memory (read at start).
     SANDBOX_MEMORY_BUDGET_MB = _int("SANDBOX_MEMORY_BUDGET_MB", 0) or _host_memory_mb() * 3 // 4
+    # Warm pools (issue 29 item 2): the most started sandboxes one Docker config may keep
+    # ready for new sessions (its `docker.warm_pool_size`, 0 by default, is bounded by
+    # this; 0 here turns pools off). They count against the memory budget above.
+    SANDBOX_WARM_POOL_MAX = _int("SANDBOX_WARM_POOL_MAX", 4)
     # Docker sandbox limits (decisions 12): every config inherits the defaults and may
     # lower them, never go above the maximum. Memory and disk in MiB, CPU in cores. The
     # disk limit is a per-sandbox filesystem for /workspace, /tmp and the home directory

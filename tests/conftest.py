@@ -24,6 +24,7 @@ from app.models import Job, Role, SandboxSession, Tenant, User
 from app.security import tokens
 from app.services import capacity
 from app.services.identity import login_sessions
+from app.services.sandboxes import pools
 from app.services.sessions import lifecycle as sessions
 from app.services.sessions import runs
 from tests import factories
@@ -217,6 +218,10 @@ def end_sessions() -> None:
                 sessions.delete_session(tenant, db.session.get(User, session.user_id), session)
             except Exception:  # noqa: BLE001 - see the docstring
                 db.session.rollback()
+        try:  # warm pool sandboxes, and those of sessions that claimed but never bound one
+            pools.drain()
+        except Exception:  # noqa: BLE001 - see the docstring
+            db.session.rollback()
     finally:
         config["SANDBOX_ALLOW_PRIVATE_ENDPOINTS"] = saved
         db.session.remove()

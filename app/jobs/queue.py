@@ -15,7 +15,7 @@ from app.jobs.pool import FairPool
 from app.models import Job, JobStatus
 from app.services import job_limits
 from app.services import jobs as job_service
-from app.services.sandboxes import egress_daemons, egress_log, host_sweep
+from app.services.sandboxes import egress_daemons, egress_log, host_sweep, pools
 from app.services.sandboxes import image as skill_image
 from app.services.sessions import binding, ending, runs
 from app.services.skills.installs import control as skill_runs
@@ -294,7 +294,7 @@ def start_reaper(app: Flask, interval: float = 30.0,
     unreachable, releases superseded skill snapshots past their retention, moves the
     egress log's new lines into the database (sweeping rows past their retention), and
     starts the sandboxes' egress resolver or gateway again if either stopped while
-    sandboxes need it."""
+    sandboxes need it. Beside it, the warm pools' keeper (every 2 s)."""
     stop = stop or threading.Event()
 
     def loop() -> None:
@@ -322,6 +322,7 @@ def start_reaper(app: Flask, interval: float = 30.0,
 
     thread = threading.Thread(target=loop, name="sandlot-reaper", daemon=True)
     thread.start()
+    pools.start_keeper(app, stop)  # warm pools of this process's engines, on their own timer
     return thread
 
 

@@ -23,6 +23,7 @@ from app.models.skill_image import (
 from app.models.tenant import ROLE_ORDER, Membership, Role, Tenant
 from app.models.terminal import TerminalTicket
 from app.models.user import User
+from app.models.warm_pool import PoolSandbox, PoolState, WarmPool
 
 __all__ = [
     "ROLE_ORDER", "ApiKey", "AuditEvent", "EgressAccessRequest", "EgressEvent", "ExecRun",
@@ -32,5 +33,5 @@ __all__ = [
     "BindingState", "SandboxConfig", "SandboxRemoval", "SandboxSession", "Tenant", "User",
     "InstallStatus", "InstalledSkill", "SkillCatalogEntry", "EventKind", "SkillImageLease",
     "SkillInstallEvent", "SkillSnapshot", "SnapshotState", "SnapshotTrigger",
-    "TerminalTicket",
+    "TerminalTicket", "PoolSandbox", "PoolState", "WarmPool",
 ]

@@ -29,6 +29,7 @@ from app.models import (
 )
 from app.models.session import BindingState
 from app.services import audit
+from app.services.sandboxes import pools
 from app.services.sandboxes.check.job import JOB_KIND as CHECK_KIND
 from app.services.sandboxes.document import BACKENDS
 
@@ -81,6 +82,7 @@ class Summary:
     installs: dict[str, int] = field(default_factory=dict)  # status -> count
     attention: list[InstallLine] = field(default_factory=list)
     recent: list[AuditEvent] = field(default_factory=list)
+    pools: list[pools.PoolStatus] = field(default_factory=list)
 
     @property
     def config_total(self) -> int:
@@ -98,6 +100,7 @@ def summarise(tenant: Tenant, user: User, everyone: bool) -> Summary:
     summary.skills, summary.installs = _skill_counts(tenant)
     summary.attention = _installs_needing_attention(tenant)
     summary.recent = audit.list_recent(tenant, 8)
+    summary.pools = pools.status(tenant.id)
     return summary
 
 

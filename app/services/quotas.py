@@ -22,6 +22,8 @@ from app.models import (
     BindingState,
     InstalledSkill,
     InstallStatus,
+    PoolSandbox,
+    PoolState,
     SandboxConfig,
     SandboxSession,
     SkillSnapshot,
@@ -117,21 +119,26 @@ def reserved_memory_mb(memory_of: Callable[[dict], int], besides: str | None = N
         SandboxSession, SandboxSession.sandbox_config_id == SandboxConfig.id).where(
         SandboxSession.binding_state.in_(LIVE), SandboxSession.id != (besides or ""),
         SandboxConfig.sandbox_type == "docker"))
-    return sum(memory_of(doc) for (doc,) in rows)
+    # Warm pool sandboxes not claimed yet hold theirs too (a claimed one is its session's).
+    pooled = db.session.execute(select(SandboxConfig.config).join(
+        PoolSandbox, PoolSandbox.config_id == SandboxConfig.id).where(
+        PoolSandbox.state != PoolState.claimed))
+    return sum(memory_of(doc) for (doc,) in rows) + sum(memory_of(doc) for (doc,) in pooled)
 
 
 # -- the checks ----------------------------------------------------------------------------
 
 def admit_sandbox(tenant: Tenant, session: SandboxSession, doc: dict,
-                  memory_of: Callable[[dict], int]) -> None:
+                  memory_of: Callable[[dict], int], pooled: bool = False) -> None:
     """Before a session's sandbox is created (the session holds its claim, so two creates
-    at once both count each other and neither passes a full quota)."""
+    at once both count each other and neither passes a full quota). `pooled`: it will be
+    a warm pool sandbox, whose memory the budget already counts."""
     _refuse_past(tenant, "live_sandboxes_per_member",
                  _count(_live_sandboxes(tenant.id, session.user_id, besides=session.id)))
     _refuse_past(tenant, "live_sandboxes_per_workspace",
                  _count(_live_sandboxes(tenant.id, besides=session.id)))
     budget = int(current_app.config.get("SANDBOX_MEMORY_BUDGET_MB") or 0)
-    needs = memory_of(doc)
+    needs = 0 if pooled else memory_of(doc)
     if budget and needs:
         reserved = reserved_memory_mb(memory_of, besides=session.id)
         if reserved + needs > budget:

@@ -10,6 +10,7 @@ from app.models.types import utcnow
 from app.services import dashboard as summary_service
 from app.services import quotas
 from app.services.identity import api_keys, members
+from app.services.sandboxes import pools
 from app.tenancy import current_tenant, principal
 from app.web import bp
 from app.web.sandboxes.configs import KIND_LABELS, OUTCOME_LABELS
@@ -35,6 +36,18 @@ def event_link(event: AuditEvent, admin: bool) -> str | None:
     return url_for(endpoint)
 
 
+POOL_BADGES = {"ready": ("Ready", "badge-ok"), "filling": ("Filling", "badge-info"),
+               "held back": ("Held back", "badge-warn"), "off": ("Off", "badge-muted")}
+
+
+@bp.get("/dashboard/pools")
+@guard()
+def dashboard_pools():
+    """The warm pools panel alone: it polls itself while a pool is filling."""
+    return render_template("_dashboard_pools.html", pools=pools.status(current_tenant().id),
+                           pool_badges=POOL_BADGES)
+
+
 @bp.get("/")
 @guard()
 def dashboard():
@@ -51,5 +64,6 @@ def dashboard():
         totals=summary_service.outcome_counts(summary), kinds=KIND_LABELS,
         outcome_labels=OUTCOME_LABELS, count_labels=COUNT_LABELS, install_labels=INSTALL_LABELS,
         event_link=event_link, quotas=quotas.usage(tenant, who.user.id),
-        deployment_limits=quotas.deployment_limits(),
+        deployment_limits=quotas.deployment_limits(), pools=summary.pools,
+        pool_badges=POOL_BADGES,
     )

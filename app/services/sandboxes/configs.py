@@ -30,6 +30,7 @@ from app.models.types import utcnow
 from app.security import config_secrets
 from app.services import Actor, audit, quotas
 from app.services.sandboxes import document as sandbox_doc
+from app.services.sandboxes import pools
 from app.services.sandboxes.provider import backend_for, sandbox_filter
 
 log = logging.getLogger("sandlot.sandbox_configs")
@@ -98,8 +99,14 @@ def take_inventory(row: SandboxConfig, doc: dict[str, Any] | None = None) -> Inv
     except BackendError as exc:
         log.warning("inventory of sandbox config %s failed: %s", row.id, exc.reason)
         return Inventory(unverifiable=True)
-    sessions = sorted({s.metadata.get("sandlot_session_id", "") for s in sandboxes} - {""})
-    sessionless = sum(s.metadata.get("sandlot_purpose") != "session" for s in sandboxes)
+    # Warm pool sandboxes: a claimed one is its session's; one still waiting is the pool's,
+    # which drains by itself when the config changes or goes, so it holds nothing up.
+    pooled = pools.sessions_of(sandboxes)
+    sandboxes = [s for s in sandboxes if s.id not in pooled or pooled[s.id]]
+    sessions = sorted(({s.metadata.get("sandlot_session_id", "") for s in sandboxes}
+                       | {sid for sid in pooled.values() if sid}) - {""})
+    sessionless = sum(s.metadata.get("sandlot_purpose") not in ("session", "pool")
+                      for s in sandboxes)
     return Inventory(sandbox_count=len(sandboxes), session_ids=sessions, sessionless=sessionless)
 
 

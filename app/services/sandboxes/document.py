@@ -96,6 +96,9 @@ class DockerBlock(_Block):
     runtime: str = ""
     idle_ttl_seconds: StrictInt = Seconds
     http_timeout_sec: StrictInt = Field(default=0, ge=0, le=600)
+    # Started sandboxes kept ready for new sessions (issue 29 item 2; not in the
+    # reference): at most the operator's SANDBOX_WARM_POOL_MAX.
+    warm_pool_size: StrictInt = Field(default=0, ge=0)
 
     @field_validator("network_mode", mode="before")
     @classmethod
@@ -244,6 +247,12 @@ def _check_docker(block: DockerBlock, problems: Problems, names_image: bool) -> 
     if (block.engine or endpoints.LOCAL) not in offered:
         problems.add("docker.engine", "not an engine this deployment offers; use one of: "
                      + ", ".join(sorted(offered)))
+    pool_max = int((current_app.config if has_app_context() else vars(BaseConfig))
+                   ["SANDBOX_WARM_POOL_MAX"])
+    if block.warm_pool_size > pool_max:
+        problems.add("docker.warm_pool_size", (
+            f"a warm pool may keep at most {pool_max} sandboxes on this deployment"
+            if pool_max else "warm pools are turned off on this deployment; leave it at 0"))
     for name, (label, unit, _default, maximum) in _limits().items():
         value = getattr(block, name)
         if value is not None and value > maximum:

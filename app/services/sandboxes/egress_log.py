@@ -34,6 +34,7 @@ from app.models import EgressEvent, SandboxSession, Tenant
 from app.models.types import utcnow
 from app.security import csv_safe
 from app.services import Actor, audit, paging
+from app.services.sandboxes import pools
 
 VERDICTS = ("allowed", "denied", "failed")
 PROTOCOLS = ("tls", "http", "tcp", "dns")
@@ -76,6 +77,14 @@ def _rows(lines: list[dict]) -> list[dict[str, Any]]:
                if str(m.get("sandlot_tenant_id", "")).isdigit()}
     keeping = set(db.session.scalars(select(Tenant.id).where(
         Tenant.id.in_(tenants), Tenant.egress_log_disabled.is_(False)))) if tenants else set()
+    # A warm pool sandbox's labels name its pool row, which names the session that
+    # claimed it (labels cannot change after the create).
+    claimed = pools.claimed_sessions({str(m.get("sandlot_pool_id")) for m in metas
+                                      if _UUID.match(str(m.get("sandlot_pool_id") or ""))})
+    for meta in metas:
+        if meta.get("sandlot_pool_id") in claimed:
+            meta["sandlot_session_id"], meta["sandlot_purpose"] = \
+                claimed[meta["sandlot_pool_id"]], "session"
     session_ids = {str(m.get("sandlot_session_id")) for m in metas
                    if _UUID.match(str(m.get("sandlot_session_id") or ""))}
     sessions = {row.id: row for row in db.session.execute(

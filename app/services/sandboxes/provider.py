@@ -42,13 +42,13 @@ def backend_for(doc: dict[str, Any], sandbox_id: str | None = None,
 def labels(tenant_id: int | str, *, config_id: str | None = None,
            session_id: str | None = None, purpose: str | None = None,
            provider: str | None = None, binding_version: int | str | None = None,
-           check_id: str | None = None) -> dict[str, str]:
+           check_id: str | None = None, pool_id: str | None = None) -> dict[str, str]:
     """The `sandlot_*` labels of a sandbox, or a filter over them: the tenant and only
     the other labels given, every value a string (what providers store)."""
     given = {"sandlot_tenant_id": tenant_id, "sandlot_session_id": session_id,
              "sandlot_binding_version": binding_version, "sandlot_provider": provider,
              "sandlot_sandbox_config_id": config_id, "sandlot_purpose": purpose,
-             "sandlot_check_id": check_id}
+             "sandlot_check_id": check_id, "sandlot_pool_id": pool_id}
     return {key: str(value) for key, value in given.items() if value is not None}
 
 

@@ -35,7 +35,7 @@ from app.extensions import db
 from app.models import BindingState, SandboxConfig, SandboxSession, Tenant
 from app.models.types import utcnow
 from app.services import quotas
-from app.services.sandboxes import document, endpoints
+from app.services.sandboxes import document, endpoints, pools
 from app.services.sandboxes import image as skill_image
 from app.services.sandboxes.provider import backend_for, labels
 
@@ -156,9 +156,12 @@ def _create_claimed(session: SandboxSession, config: SandboxConfig, backend: Bac
             version = int(keep.metadata.get("sandlot_binding_version") or 0)
             _bind(session, keep.id, version, config, policy=None, backend=backend)
             return keep.id
-        quotas.admit_sandbox(db.session.get(Tenant, session.tenant_id), session,
-                             config.config, document.memory_mb)
+        tenant = db.session.get(Tenant, session.tenant_id)
         version = session.binding_version + 1
+        pooled = _from_pool(session, config, backend, tenant)
+        if pooled is not None:
+            return pooled
+        quotas.admit_sandbox(tenant, session, config.config, document.memory_mb)
         spec = session_spec(session, config, version)
         info = backend.create(spec)
     except BaseException:
@@ -171,6 +174,37 @@ def _create_claimed(session: SandboxSession, config: SandboxConfig, backend: Bac
         backend.delete(info.id)
         raise NotFound("No such session.")
     return info.id
+
+
+def _from_pool(session: SandboxSession, config: SandboxConfig, backend: Backend,
+               tenant: Tenant) -> str | None:
+    """A running warm pool sandbox of `config`, bound to `session` (issue 29 item 2), or
+    None when its pool has none to give. The member's quotas apply as to a create; the
+    memory is the pool's already."""
+    identity = getattr(backend, "engine_identity", None)
+    for _ in range(3):
+        row = pools.claim(config, session, identity() if identity is not None else None)
+        if row is None:
+            return None
+        try:
+            quotas.admit_sandbox(tenant, session, config.config, document.memory_mb,
+                                 pooled=True)
+        except BaseException:
+            pools.give_back(row)
+            raise
+        try:
+            state = backend.get(row.sandbox_id or "").state
+        except SandboxNotFound:
+            state = None
+        if state != SandboxState.running:  # stopped or removed while it waited
+            pools.let_go(row)
+            continue
+        if not _bind(session, row.sandbox_id, session.binding_version + 1, config,
+                     policy=row.policy, backend=backend):
+            pools.let_go(row)  # ended meanwhile: the keeper removes the sandbox
+            raise NotFound("No such session.")
+        return row.sandbox_id
+    return None
 
 
 def session_spec(session: SandboxSession, config: SandboxConfig, version: int) -> SandboxSpec:

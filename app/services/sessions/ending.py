@@ -23,7 +23,7 @@ from app.extensions import db
 from app.models import SandboxConfig, SandboxRemoval, SandboxSession, Tenant
 from app.models.types import utcnow
 from app.services import Actor, audit, job_limits, jobs
-from app.services.sandboxes import incidents
+from app.services.sandboxes import incidents, pools
 from app.services.sandboxes.provider import backend_for, labels
 
 log = logging.getLogger("sandlot.session_end")
@@ -61,6 +61,7 @@ def close(tenant: Tenant, actor: Actor, session: SandboxSession, reason: str) ->
     if actor.actor_id != session.user_id:
         data["owner_id"] = session.user_id
     audit.record(tenant, actor, "session.deleted", "session", session.id, data)
+    pools.session_ended(session.id)
     db.session.delete(session)
     db.session.flush()
     return removal

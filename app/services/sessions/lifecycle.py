@@ -32,7 +32,7 @@ from app.services import audit, paging, quotas
 from app.services.personal import capture as exec_capture
 from app.services.personal import resolver
 from app.services.personal.values import Who
-from app.services.sandboxes import document, endpoints, incidents
+from app.services.sandboxes import document, endpoints, incidents, pools
 from app.services.sandboxes.configs import cordoned
 from app.services.sandboxes.document import readable_env
 from app.services.sandboxes.provider import backend_for
@@ -74,6 +74,7 @@ def create_session(tenant: Tenant, user: User, config_id: str, title: str = "") 
                              sandbox_config_id=config.id, title=title.strip()[:200],
                              binding_state=BindingState.none)
     db.session.add(session)
+    pools.saw_session(config)  # its warm pool, if any, is wanted for the next hour
     audit.record(tenant, MemberActor(user), "session.created", "session", session.id,
                  {"sandbox_config_id": config.id})
     db.session.commit()
@@ -110,6 +111,7 @@ def delete_session(tenant: Tenant, user: User, session: SandboxSession) -> None:
     with provider_errors(config, "ending a session"):
         destroy_sandboxes(session)
     audit.record(tenant, MemberActor(user), "session.deleted", "session", session.id)
+    pools.session_ended(session.id)
     db.session.delete(session)
     db.session.commit()
 
@@ -164,7 +166,8 @@ def _prepare(tenant: Tenant, user: User, session: SandboxSession, command: str,
     if session.binding_state in (BindingState.none, BindingState.gone):
         # Refused before a run is recorded; the create checks again while it holds the
         # session's claim (a gone sandbox is replaced only when its member starts one).
-        quotas.admit_sandbox(tenant, session, config.config, document.memory_mb)
+        quotas.admit_sandbox(tenant, session, config.config, document.memory_mb,
+                             pooled=pools.has_ready(config))
     who = Who.user(tenant, user)
     installed = skill_exec.usable_skill(config, skill) if skill else None
     # The caller's layers (reference 8.4); unreadable values refuse the run here.

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from flask import current_app
 from werkzeug.datastructures import MultiDict
 
 from app.security.config_secrets import LostSecret
@@ -49,7 +50,7 @@ BLOCK_FIELDS: dict[str, dict[str, str]] = {
     "docker": {"image": TEXT, "engine": TEXT, "http_timeout_sec": INT,
                "idle_ttl_seconds": INT, "cpu_limit": FLOAT, "memory_limit_mb": INT,
                "pids_limit": INT, "disk_limit_mb": INT, "network_mode": TEXT,
-               "runtime": TEXT},
+               "runtime": TEXT, "warm_pool_size": INT},
     "e2b": {"api_key": SECRET, "api_url": TEXT, "sandbox_domain": TEXT, "proxy_url": TEXT,
             "http_timeout_sec": INT, "template_id": TEXT, "e2b_sandbox_ttl_seconds": INT},
     "cube": {"api_url": TEXT, "proxy_url": TEXT, "sandbox_domain": TEXT, "api_key": SECRET,
@@ -276,9 +277,11 @@ class Editor:
     def slots(self) -> list[str]:
         """Every place an error can be shown in this form, in page order."""
         kind = self.sandbox_type
-        out = ["name", "description", "sandbox_type", *(f"{kind}.{k}" for k in BLOCK_FIELDS[kind]),
+        shown = [k for k in BLOCK_FIELDS[kind]  # the pool's size only where pools are on
+                 if k != "warm_pool_size" or current_app.config["SANDBOX_WARM_POOL_MAX"]]
+        out = ["name", "description", "sandbox_type", *(f"{kind}.{k}" for k in shown),
                *(["allow_private_endpoints"] if kind != "docker" else []), *TOP_FIELDS,
-               "desktop_enabled", "env_vars"]
+               *(["desktop_enabled"] if kind != "docker" else []), "env_vars"]
         out += [f"env_vars[{r.index}]" for r in self.lists["env_vars"]]
         out += ["network", "network.deny_egress_by_default"]
         for key, rows in self.lists.items():
