@@ -260,6 +260,11 @@ class InProcessDispatcher:
         run of this process still has its thread (a thread cannot be killed), so it keeps
         its slot until it returns or its deadline frees it (FairPool)."""
 
+    def ensure_housekeeping(self) -> None:
+        """Start this process's job threads and reaper now rather than with its first job:
+        a warm pool needs its keeper as soon as a session of its config opens."""
+        self._ensure_started()
+
     def _ensure_started(self) -> FairPool:
         with self._lock:
             if self._pool is None:

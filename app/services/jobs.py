@@ -144,3 +144,11 @@ def _reaped(job_id: str, tenant_id: int, status: JobStatus, error: str) -> bool:
         except Exception:
             log.warning("could not free reaped job %s's dispatcher slot", job_id, exc_info=True)
     return True
+
+
+def ensure_housekeeping() -> None:
+    """Have this process's housekeeping (the reaper, the warm pools' keeper) running now:
+    the in-process dispatcher starts it lazily; workers of a queue run their own."""
+    hook = getattr(current_app.extensions.get("sandlot_dispatcher"), "ensure_housekeeping", None)
+    if hook is not None:
+        hook()

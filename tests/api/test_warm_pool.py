@@ -6,6 +6,7 @@ after an hour without new sessions."""
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -244,3 +245,29 @@ def test_the_pool_size_is_bounded_by_the_operator(world, app, monkeypatch):
     monkeypatch.setitem(app.config, "SANDBOX_WARM_POOL_MAX", 0)
     response = admin.post(CONFIGS, json={"name": "big", "config": pool_doc(1)})
     assert response.status_code == 400 and "turned off" in str(response.json)
+
+
+def test_the_keeper_thread_refills_by_itself(world, app):
+    _, _, config, member = world
+    open_session(member, config["id"])
+    stop = threading.Event()
+    keeper = threading.Thread(target=pools.keep, args=(app, stop, 0.2), daemon=True)
+    keeper.start()
+    try:
+        waiting = wait_ready(config["id"], 2)
+        session = open_session(member, config["id"])
+        assert first_exec(member, session)["sandbox_id"] in waiting
+        assert len(wait_ready(config["id"], 2) - waiting) == 1  # the one taken is replaced
+    finally:
+        stop.set()
+        keeper.join(30)
+
+
+def wait_ready(config_id: str, size: int, seconds: float = 30) -> set[str]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        ready = {r.sandbox_id for r in rows(config_id, PoolState.ready)}
+        if len(ready) == size:
+            return ready
+        time.sleep(0.1)
+    raise AssertionError(f"no {size} ready: {[(r.state, r.sandbox_id) for r in rows(config_id)]}")

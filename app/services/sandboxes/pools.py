@@ -40,7 +40,7 @@ from app.backends.base import Backend, BackendError, SandboxInfo, SandboxNotFoun
 from app.extensions import db
 from app.models import PoolSandbox, PoolState, SandboxConfig, SandboxSession, WarmPool
 from app.models.types import utcnow
-from app.services import quotas
+from app.services import jobs, quotas
 from app.services.sandboxes import document, endpoints, incidents
 from app.services.sandboxes import image as skill_image
 from app.services.sandboxes.provider import backend_for, labels
@@ -91,8 +91,9 @@ def _engine_backend(engine: str) -> Backend:
 def saw_session(config: SandboxConfig) -> None:
     """A new session of `config`: its pool (if it has one) is wanted for the next hour.
     Joins the caller's transaction."""
-    if config.config.get("sandbox_type") != "docker":
+    if not size_of(config.config):
         return
+    jobs.ensure_housekeeping()  # the embedded worker's keeper, if it has not started yet
     now = utcnow()
     done = db.session.execute(update(WarmPool).where(WarmPool.config_id == config.id)
                               .values(last_session_at=now))
