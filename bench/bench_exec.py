@@ -101,6 +101,9 @@ def seed(database_url: str) -> str:
         sandbox_configs.create_config(tenant, audit.SystemActor("bench"), "policed", "", {
             "sandbox_type": "docker", "docker": {"image": IMAGE},
             "network": {"deny_out": ["203.0.113.7"]}})
+        sandbox_configs.create_config(tenant, audit.SystemActor("bench"), "pooled", "", {
+            "sandbox_type": "docker", "docker": {"image": IMAGE, "network_mode": "none",
+                                                 "warm_pool_size": 2}})
         token, _ = tokens.issue(tokens.TokenClaims(user.id, tenant.id, user.session_version),
                                 SECRET_KEY, 3600)
         return token
