@@ -189,6 +189,8 @@ class BaseConfig:
     QUOTA_SANDBOX_CONFIGS_PER_WORKSPACE = _int("QUOTA_SANDBOX_CONFIGS_PER_WORKSPACE", 100)
     QUOTA_CONCURRENT_INSTALLS_PER_WORKSPACE = _int("QUOTA_CONCURRENT_INSTALLS_PER_WORKSPACE", 3)
     QUOTA_SKILL_IMAGE_MB_PER_WORKSPACE = _int("QUOTA_SKILL_IMAGE_MB_PER_WORKSPACE", 20000)
+    # Warm pool sandboxes waiting at once, all of a workspace's configs together.
+    QUOTA_WARM_SANDBOXES_PER_WORKSPACE = _int("QUOTA_WARM_SANDBOXES_PER_WORKSPACE", 8)
     # What one install may add to a config's image, in MB (the commit is refused past it).
     SKILL_IMAGE_ADD_MAX_MB = _int("SKILL_IMAGE_ADD_MAX_MB", 2000)
     # Docker installs (decisions 14): the maintenance sandbox's own disk, in MiB (its image

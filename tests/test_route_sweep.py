@@ -463,7 +463,8 @@ QUOTA_ROUTES = {
         {"json": {"command": "true"}})),
 }
 # Enforced where the work happens, not at a route: an install's commit.
-QUOTAS_OF_RUNS = {"skill_image_mb_per_workspace"}
+# ...and a warm pool's keeper (tests/api/test_warm_pool.py).
+QUOTAS_OF_RUNS = {"skill_image_mb_per_workspace", "warm_sandboxes_per_workspace"}
 
 
 def test_every_quota_is_swept():

@@ -53,6 +53,8 @@ QUOTAS = {q.name: q for q in (
     Quota("skill_image_mb_per_workspace", "QUOTA_SKILL_IMAGE_MB_PER_WORKSPACE",
           "MB of skill images per workspace", "Uninstall skills you no longer use; the "
           "images they replaced are released after their retention."),
+    Quota("warm_sandboxes_per_workspace", "QUOTA_WARM_SANDBOXES_PER_WORKSPACE",
+          "warm pool sandboxes per workspace", "Lower the warm pool of a config."),
 )}
 LIVE = (BindingState.bound, BindingState.creating)
 MB = 1_000_000  # sizes people read, as `df -H` and the providers count them
@@ -88,6 +90,12 @@ def _live_sandboxes(tenant_id: int, user_id: int | None = None, besides: str | N
         SandboxSession.tenant_id == tenant_id, SandboxSession.binding_state.in_(LIVE),
         SandboxSession.id != (besides or ""))
     return query if user_id is None else query.where(SandboxSession.user_id == user_id)
+
+
+def _warm_sandboxes(tenant_id: int):
+    """Warm pool sandboxes waiting (or starting) for the workspace's next sessions."""
+    return select(func.count()).select_from(PoolSandbox).where(
+        PoolSandbox.tenant_id == tenant_id, PoolSandbox.state != PoolState.claimed)
 
 
 def _live_configs(tenant_id: int):
@@ -148,6 +156,12 @@ def admit_sandbox(tenant: Tenant, session: SandboxSession, doc: dict,
                 "ended, or lower the config's memory limit."))
 
 
+def admit_warm_sandbox(tenant: Tenant, counted: bool = True) -> None:
+    """Before a warm pool sandbox is started; `counted`: its own row is in the count."""
+    used = _count(_warm_sandboxes(tenant.id)) - (1 if counted else 0)
+    _refuse_past(tenant, "warm_sandboxes_per_workspace", used)
+
+
 def admit_config(tenant: Tenant) -> None:
     _refuse_past(tenant, "sandbox_configs_per_workspace", _count(_live_configs(tenant.id)))
 
@@ -174,7 +188,8 @@ def usage(tenant: Tenant, user_id: int | None = None) -> list[dict]:
                "live_sandboxes_per_workspace": _live_sandboxes(tenant.id),
                "sandbox_configs_per_workspace": _live_configs(tenant.id),
                "concurrent_installs_per_workspace": _running_installs(tenant.id),
-               "skill_image_mb_per_workspace": _image_mb(tenant.id)}
+               "skill_image_mb_per_workspace": _image_mb(tenant.id),
+               "warm_sandboxes_per_workspace": _warm_sandboxes(tenant.id)}
     row = db.session.execute(select(*(q.scalar_subquery().label(name)
                                       for name, q in queries.items()))).one()
     used = {name: int(getattr(row, name) or 0) for name in queries}

@@ -271,3 +271,19 @@ def wait_ready(config_id: str, size: int, seconds: float = 30) -> set[str]:
             return ready
         time.sleep(0.1)
     raise AssertionError(f"no {size} ready: {[(r.state, r.sandbox_id) for r in rows(config_id)]}")
+
+
+def test_a_workspaces_pools_together_stay_within_its_quota(world, app, monkeypatch):
+    a, admin, config, member = world
+    monkeypatch.setitem(app.config, "QUOTA_WARM_SANDBOXES_PER_WORKSPACE", 3)
+    other = admin.post(CONFIGS, json={"name": "other", "config": pool_doc()}).json["data"]
+    open_session(member, config["id"])
+    open_session(member, other["id"])
+    for _ in range(4):
+        pools.tend()
+    waiting = rows(config["id"], PoolState.ready) + rows(other["id"], PoolState.ready)
+    assert len(waiting) == 3
+    held = [s for s in pools.status(a.tenant.id) if s.state == "held back"]
+    assert len(held) == 1 and "quota of 3 warm pool sandboxes per workspace" in held[0].note
+    usage = {q["name"]: q["used"] for q in quotas.usage(a.tenant, a.contributor.id)}
+    assert usage["warm_sandboxes_per_workspace"] == 3

@@ -38,7 +38,14 @@ from sqlalchemy.exc import IntegrityError
 
 from app.backends.base import Backend, BackendError, SandboxInfo, SandboxNotFound, SandboxSpec
 from app.extensions import db
-from app.models import PoolSandbox, PoolState, SandboxConfig, SandboxSession, WarmPool
+from app.models import (
+    PoolSandbox,
+    PoolState,
+    SandboxConfig,
+    SandboxSession,
+    Tenant,
+    WarmPool,
+)
 from app.models.types import utcnow
 from app.services import jobs, quotas
 from app.services.sandboxes import document, endpoints, incidents
@@ -263,6 +270,12 @@ def _add(config: SandboxConfig, pool: WarmPool, target: int, print_: str, engine
         .limit(target)).all()
     if row.id not in ahead:  # another keeper's rows fill it
         _forget(row.id)
+        return
+    try:
+        quotas.admit_warm_sandbox(db.session.get(Tenant, config.tenant_id))
+    except quotas.OverQuota as exc:
+        _forget(row.id)
+        _failed(config.id, pool, "Held back: " + exc.message)
         return
     budget = int(current_app.config.get("SANDBOX_MEMORY_BUDGET_MB") or 0)
     if budget and quotas.reserved_memory_mb(document.memory_mb) > budget:
