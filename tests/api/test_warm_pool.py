@@ -10,7 +10,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 
 from app.backends.base import SandboxNotFound
 from app.backends.docker.backend import DockerBackend
@@ -287,3 +287,25 @@ def test_a_workspaces_pools_together_stay_within_its_quota(world, app, monkeypat
     assert len(held) == 1 and "quota of 3 warm pool sandboxes per workspace" in held[0].note
     usage = {q["name"]: q["used"] for q in quotas.usage(a.tenant, a.contributor.id)}
     assert usage["warm_sandboxes_per_workspace"] == 3
+
+
+def test_a_claim_its_creator_never_bound_is_adopted_by_the_next_command(world):
+    _, _, config, member = world
+    session_id = open_session(member, config["id"])
+    fill(config["id"], 2)
+    row = pools.claim(db.session.get(SandboxConfig, config["id"]),
+                      db.session.get(SandboxSession, session_id), None)  # then it stopped
+    assert first_exec(member, session_id)["sandbox_id"] == row.sandbox_id
+    assert len(rows(config["id"], PoolState.claimed)) == 1
+
+
+def test_pool_sandboxes_no_row_names_are_swept(world, engine):
+    _, _, config, member = world
+    open_session(member, config["id"])
+    waiting = fill(config["id"], 2)
+    db.session.execute(delete(PoolSandbox))  # as if its workspace's rows were gone
+    db.session.commit()
+    # (only this config's: other test workers share the engine, with their own databases)
+    assert pools.sweep_orphans(3600, config["id"]) == []  # younger than the grace: kept
+    assert sorted(pools.sweep_orphans(0, config["id"])) == sorted(waiting)
+    assert not any(exists(engine, sandbox_id) for sandbox_id in waiting)

@@ -27,6 +27,7 @@ import hashlib
 import json
 import logging
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -59,6 +60,8 @@ WARMING_EXPIRY = timedelta(seconds=180)  # a keeper that died while creating fre
 CLAIM_EXPIRY = timedelta(seconds=180)  # a claim no session bound by then is let go
 RETRY_AFTER = (10, 30, 60, 300)  # seconds before the next refill after failures in a row
 TEND_SEC = 2.0
+ORPHAN_SWEEP_SEC = 300.0  # how often a keeper looks for pool sandboxes no row names
+_swept = {"at": float("-inf")}
 WAITING = (PoolState.warming, PoolState.ready)
 
 
@@ -229,6 +232,51 @@ def tend(now: datetime | None = None) -> None:
         if config is not None:
             _tend(config, config_id in active, now)
     _forget_claims(now)
+    if time.monotonic() - _swept["at"] >= ORPHAN_SWEEP_SEC:
+        _swept["at"] = time.monotonic()
+        sweep_orphans()
+
+
+def sweep_orphans(grace_sec: float = WARMING_EXPIRY.total_seconds(),
+                  config_id: str | None = None) -> list[str]:
+    """Pool sandboxes on this process's engines that no row names (their rows went with
+    a workspace, or a database restore): removed once older than `grace_sec`; only those
+    of `config_id` if given."""
+    removed: list[str] = []
+    for engine in endpoints.engines().values():
+        if not endpoints.owns(engine.name):
+            continue
+        backend = _engine_backend(engine.name)
+        try:
+            found = backend.list({"sandlot_purpose": "pool", **(
+                {"sandlot_sandbox_config_id": config_id} if config_id else {})})
+            known = set(db.session.scalars(select(PoolSandbox.id).where(PoolSandbox.id.in_(
+                [s.metadata.get("sandlot_pool_id", "") for s in found]))))
+            held = set(db.session.scalars(select(SandboxSession.sandbox_id).where(
+                SandboxSession.sandbox_id.in_([s.id for s in found]))))
+            for sandbox in found:
+                if sandbox.metadata.get("sandlot_pool_id") in known or sandbox.id in held:
+                    continue
+                if _age(sandbox) < grace_sec:
+                    continue
+                backend.delete(sandbox.id)
+                removed.append(sandbox.id)
+        except BackendError as exc:
+            log.warning("warm pool orphan sweep of engine %s failed: %s", engine.name,
+                        exc.reason)
+        finally:
+            backend.close()
+    if removed:
+        log.info("removed %d warm pool sandboxes no pool knows", len(removed))
+    return removed
+
+
+def _age(sandbox: SandboxInfo) -> float:
+    try:
+        started = datetime.fromisoformat(str(sandbox.started_at).replace("Z", "+00:00"))
+    except ValueError:
+        return float("inf")  # never started, or an engine that does not say: old enough
+    return (utcnow() - started).total_seconds()
 
 
 def _tend(config: SandboxConfig, active: bool, now: datetime) -> None:
