@@ -13,11 +13,15 @@ from app.models import (
     InstallStatus,
     Job,
     JobStatus,
+    PoolSandbox,
+    PoolState,
     SandboxConfig,
     SandboxSession,
     SkillCatalogEntry,
+    WarmPool,
 )
 from app.models.session import BindingState
+from app.models.types import utcnow
 from app.services import audit
 from app.services.sandboxes import document
 from tests.web._support import text
@@ -39,6 +43,16 @@ def config(tenant, backend: str, name: str) -> SandboxConfig:
                         config=document.validate(DOCS[backend], resolve_urls=False))
     db.session.add(row)
     return row
+
+
+def pooled(tenant, row: SandboxConfig) -> None:
+    row.config = {**row.config, "docker": {**row.config["docker"], "warm_pool_size": 2}}
+    db.session.add(WarmPool(config_id=row.id, tenant_id=tenant.id, last_session_at=utcnow(),
+                            problem=""))
+    for state in (PoolState.ready, PoolState.claimed):
+        db.session.add(PoolSandbox(id=str(uuid.uuid4()), tenant_id=tenant.id, config_id=row.id,
+                                   engine="local", fingerprint="f", state=state,
+                                   sandbox_id=f"gone-{uuid.uuid4().hex}"))
 
 
 def check(tenant, row: SandboxConfig, status: JobStatus, ok: bool | None, minutes: int) -> Job:
@@ -81,8 +95,10 @@ def workspace(group, scale: int, tag: str = "") -> dict:
             passed = config(tenant, backend, f"{backend} passed {tag}{n}")
             problems = config(tenant, backend, f"{backend} problems {tag}{n}")
             checking = config(tenant, backend, f"{backend} checking {tag}{n}")
-            config(tenant, backend, f"{backend} never {tag}{n}")
+            never = config(tenant, backend, f"{backend} never {tag}{n}")
             db.session.flush()
+            if backend == "docker":  # with a warm pool: one ready, one taken
+                pooled(tenant, never)
             check(tenant, passed, JobStatus.failed, None, 1)  # older: only the newest counts
             made.setdefault("passed", check(tenant, passed, JobStatus.succeeded, True, 2 + n))
             made.setdefault("problems", check(tenant, problems, JobStatus.succeeded, False,
@@ -172,7 +188,7 @@ def test_the_dashboard_costs_the_same_statements_at_any_size(two_tenants, login_
         with statements() as large:
             assert client.get("/").status_code == 200
         assert len(large) == len(small), "\n".join(large)
-        assert len(large) <= 14
+        assert len(large) <= 15  # 14, and the warm pools panel's one
 
 
 def test_a_members_session_title_is_shown_as_text_to_an_admin(two_tenants, login_as):
@@ -201,7 +217,7 @@ def test_the_workspace_sees_its_use_against_each_quota(app, two_tenants, login_a
     # each with its default, and the deployment's own limits (issue 22: the settings page
     # lists every quota with its default)
     assert "set for this workspace; the default is 25" in page
-    assert page.count("the deployment's default") == 4
+    assert page.count("the deployment's default") == 5  # and warm pool sandboxes
     monkeypatch.setitem(app.config, "SKILL_INSTALL_DISK_MB", 4096)
     page = text(login_as(a.viewer, a.tenant).get("/"))
     assert "<dt>MB of disk an install&#39;s commands get</dt><dd>4096</dd>" in page

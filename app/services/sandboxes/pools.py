@@ -34,7 +34,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flask import Flask, current_app
-from sqlalchemy import delete, exists, select, update
+from sqlalchemy import case, delete, exists, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.backends.base import Backend, BackendError, SandboxInfo, SandboxNotFound, SandboxSpec
@@ -449,26 +449,29 @@ class PoolStatus:
 
 
 def status(tenant_id: int, now: datetime | None = None) -> list[PoolStatus]:
-    """Each Docker config of the workspace that asks for a pool, and how it stands."""
+    """Each Docker config of the workspace that asks for a pool, and how it stands (one
+    statement, whatever the number of configs: the dashboard's budget)."""
     now = now or utcnow()
-    configs = [c for c in db.session.scalars(select(SandboxConfig).where(
-        SandboxConfig.tenant_id == tenant_id, SandboxConfig.deleted_at.is_(None),
-        SandboxConfig.sandbox_type == "docker").order_by(SandboxConfig.name))
-        if int((c.config.get("docker") or {}).get("warm_pool_size") or 0)]
-    if not configs:
-        return []
-    ids = [c.id for c in configs]
-    counts: dict[tuple[str, str], int] = {}
-    for config_id, state in db.session.execute(select(
-            PoolSandbox.config_id, PoolSandbox.state).where(PoolSandbox.config_id.in_(ids))):
-        counts[config_id, str(state)] = counts.get((config_id, str(state)), 0) + 1
-    pools = {p.config_id: p for p in db.session.scalars(
-        select(WarmPool).where(WarmPool.config_id.in_(ids)))}
+
+    def count(state: PoolState):
+        return func.coalesce(func.sum(case((PoolSandbox.state == state, 1), else_=0)), 0)
+
+    counts = select(PoolSandbox.config_id, count(PoolState.ready).label("ready"),
+                    count(PoolState.warming).label("warming"),
+                    count(PoolState.claimed).label("claimed")).where(
+        PoolSandbox.tenant_id == tenant_id).group_by(PoolSandbox.config_id).subquery()
+    found = db.session.execute(
+        select(SandboxConfig, WarmPool, counts.c.ready, counts.c.warming, counts.c.claimed)
+        .outerjoin(WarmPool, WarmPool.config_id == SandboxConfig.id)
+        .outerjoin(counts, counts.c.config_id == SandboxConfig.id)
+        .where(SandboxConfig.tenant_id == tenant_id, SandboxConfig.deleted_at.is_(None),
+               SandboxConfig.sandbox_type == "docker").order_by(SandboxConfig.name))
     out = []
-    for config in configs:
-        size, pool = size_of(config.config), pools.get(config.id)
-        ready = counts.get((config.id, "ready"), 0)
-        warming = counts.get((config.id, "warming"), 0)
+    for config, pool, ready, warming, claimed in found:
+        asked = int((config.config.get("docker") or {}).get("warm_pool_size") or 0)
+        if not asked:
+            continue
+        size, ready, warming = size_of(config.config), int(ready or 0), int(warming or 0)
         if not size:
             state, note = "off", "Warm pools are turned off on this deployment."
         elif pool is None or not pool.last_session_at or \
@@ -481,5 +484,5 @@ def status(tenant_id: int, now: datetime | None = None) -> list[PoolStatus]:
         else:
             state, note = "filling", f"{ready} of {size} ready, {warming} starting."
         out.append(PoolStatus(config.id, config.name, size, ready, warming,
-                              counts.get((config.id, "claimed"), 0), state, note))
+                              int(claimed or 0), state, note))
     return out
