@@ -121,7 +121,7 @@ def test_the_dashboard_summarises_and_links(browse, world, viewport, size):
     shot(page, f"dashboard-summary-{size}.png")
     quotas = page.get_by_role("heading", name="Quotas")
     quotas.scroll_into_view_if_needed()
-    assert page.locator(".quota-line").count() == 5
+    assert page.locator(".quota-line").count() == 6
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     shot(page, f"dashboard-quotas-{size}.png")
     page.get_by_role("link", name="E2B", exact=True).click()
