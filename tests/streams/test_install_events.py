@@ -4,6 +4,7 @@ keep-alive, detached, disconnects, and pub/sub vs database polling."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -251,3 +252,27 @@ def test_disconnecting_never_cancels_the_install(app, two_tenants, serve, fast):
     db.session.remove()
     fresh = db.session.get(type(row), row.id)
     assert (fresh.status, fresh.stop_requested_at) == (InstallStatus.installing, None)
+
+
+def test_events_of_a_removal_that_ends_as_the_stream_opens_come_before_its_verdict(
+        app, two_tenants):
+    """The row goes between the stream's first frame and its first look at the row (a
+    loaded server pauses a generator right there): the events the run committed before
+    are still sent, then the verdict; before, the stream jumped to `done`."""
+    import queue
+
+    from app.services.skills.installs import stream as install_stream
+
+    a, _ = two_tenants
+    row = make_skill(a.tenant, status=InstallStatus.removing)
+    events = log_for(row)
+    events.emit("accepted", 5)
+    frames = install_stream.follow_progress(a.tenant.id, row, queue.SimpleQueue())
+    assert '"stage":"accepted"' in next(frames)
+    events.emit("sandbox_ready", 30)
+    events.emit("removed", 60)
+    row.deleted_at = utcnow()
+    db.session.commit()
+    sent = [json.loads(frame.split("data: ", 1)[1]) for frame in frames]
+    assert [(f["stage"], f.get("status")) for f in sent] == [
+        ("sandbox_ready", None), ("removed", None), ("done", "removed")]

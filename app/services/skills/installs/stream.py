@@ -117,6 +117,19 @@ def _wait(waiter: queue.SimpleQueue, seconds: float) -> None:
         pass
 
 
+def _closing(tenant_id: int, skill_id: str, cursor: int, verdict: dict[str, Any]
+             ) -> Iterator[str]:
+    """The row's verdict, after the events its run committed before the row changed (read
+    after the row, so none is lost between the two reads): also when the row changed just
+    as the stream opened."""
+    for _, frame in _frames_after(tenant_id, skill_id, cursor):
+        if frame:
+            yield sse(frame)
+            if frame["done"]:
+                return
+    yield sse(verdict)
+
+
 def follow_progress(tenant_id: int, row: InstalledSkill, waiter: queue.SimpleQueue
                     ) -> Iterator[str]:
     """Reference 7.3 steps 4-6 for a skill already resolved in the caller's workspace and a
@@ -138,7 +151,7 @@ def follow_progress(tenant_id: int, row: InstalledSkill, waiter: queue.SimpleQue
                 return
     verdict = terminal_frame(_row(skill_id))
     if verdict is not None:
-        yield sse(verdict)
+        yield from _closing(tenant_id, skill_id, cursor, verdict)
         return
     db.session.remove()
     start = time.monotonic()
@@ -163,14 +176,7 @@ def follow_progress(tenant_id: int, row: InstalledSkill, waiter: queue.SimpleQue
         if now >= reread:
             verdict = terminal_frame(_row(skill_id))
             if verdict is not None:
-                # Events the run committed before its row changed (read after the row,
-                # so none is lost between the two reads) come before the verdict.
-                for _, frame in _frames_after(tenant_id, skill_id, cursor):
-                    if frame:
-                        yield sse(frame)
-                        if frame["done"]:
-                            return
-                yield sse(verdict)
+                yield from _closing(tenant_id, skill_id, cursor, verdict)
                 return
             yield ": keep-alive\n\n"
             reread = now + keepalive
