@@ -45,8 +45,16 @@ def stop(process: subprocess.Popen) -> None:
 
 
 def containers(client: docker.DockerClient, **wanted) -> list:
-    return client.containers.list(all=True, filters={"label": [
-        f"{key}={value}" for key, value in wanted.items()]})
+    """The containers with these labels, inspected; one removed between the list and its
+    inspect (a removal the caller is waiting for) is gone, not an error."""
+    found = []
+    for sparse in client.containers.list(all=True, sparse=True, filters={"label": [
+            f"{key}={value}" for key, value in wanted.items()]}):
+        try:
+            found.append(client.containers.get(sparse.id))
+        except docker.errors.NotFound:
+            continue
+    return found
 
 
 def wait_for(seconds: float, what: str, check):
