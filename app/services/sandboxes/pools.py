@@ -182,10 +182,7 @@ def sessions_of(sandboxes: list[SandboxInfo]) -> dict[str, str | None]:
     pool_ids = {s.metadata.get("sandlot_pool_id", ""): s.id for s in sandboxes
                 if s.metadata.get("sandlot_purpose") == "pool"}
     pool_ids.pop("", None)
-    if not pool_ids:
-        return {}
-    claimed = dict(db.session.execute(select(PoolSandbox.id, PoolSandbox.session_id).where(
-        PoolSandbox.id.in_(list(pool_ids)), PoolSandbox.state == PoolState.claimed)).all())
+    claimed = claimed_sessions(set(pool_ids))
     return {sandbox_id: claimed.get(pool_id) for pool_id, sandbox_id in pool_ids.items()}
 
 
@@ -283,7 +280,7 @@ def _tend(config: SandboxConfig, active: bool, now: datetime) -> None:
     doc = config.config
     live = config.deleted_at is None and doc.get("sandbox_type") == "docker"
     target = size_of(doc) if live and active else 0
-    print_ = fingerprint(config) if target else ""
+    wanted = fingerprint(config) if target else ""
     engine = endpoints.engine_of(doc.get("docker") or {}) if live else ""
     rows = list(db.session.scalars(select(PoolSandbox).where(
         PoolSandbox.config_id == config.id, PoolSandbox.state != PoolState.claimed)
@@ -293,7 +290,7 @@ def _tend(config: SandboxConfig, active: bool, now: datetime) -> None:
     for row in rows:
         if not endpoints.owns(row.engine):
             continue  # its engine's own host tends it
-        stale = (row.state == PoolState.draining or row.fingerprint != print_
+        stale = (row.state == PoolState.draining or row.fingerprint != wanted
                  or (row.state == PoolState.ready and row.created_at < now - MAX_AGE)
                  or (row.state == PoolState.warming and row.created_at < now - WARMING_EXPIRY))
         if stale or len(keeping) >= target:
@@ -303,18 +300,18 @@ def _tend(config: SandboxConfig, active: bool, now: datetime) -> None:
     if len(keeping) < target and endpoints.owns(engine):
         pool = db.session.get(WarmPool, config.id)
         if pool is not None and (pool.retry_at is None or pool.retry_at <= now):
-            _add(config, pool, target, print_, engine)
+            _add(config, pool, target, wanted, engine)
 
 
-def _add(config: SandboxConfig, pool: WarmPool, target: int, print_: str, engine: str) -> None:
+def _add(config: SandboxConfig, pool: WarmPool, target: int, wanted: str, engine: str) -> None:
     """Create one pool sandbox, if this pool still lacks one once our row is counted."""
     row = PoolSandbox(id=str(uuid.uuid4()), tenant_id=config.tenant_id, config_id=config.id,
-                      engine=engine, fingerprint=print_, state=PoolState.warming)
+                      engine=engine, fingerprint=wanted, state=PoolState.warming)
     db.session.add(row)
     db.session.commit()
     ahead = db.session.scalars(select(PoolSandbox.id).where(
         PoolSandbox.config_id == config.id, PoolSandbox.state.in_(WAITING),
-        PoolSandbox.fingerprint == print_).order_by(PoolSandbox.created_at, PoolSandbox.id)
+        PoolSandbox.fingerprint == wanted).order_by(PoolSandbox.created_at, PoolSandbox.id)
         .limit(target)).all()
     if row.id not in ahead:  # another keeper's rows fill it
         _forget(row.id)
